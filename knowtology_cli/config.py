@@ -1,0 +1,148 @@
+"""Configuration, resolved one way: flag > env (KNOWTOLOGY_*) > config.toml > default.
+
+This is the only module that reads environment variables and config files; library constructors
+take explicit values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+STORE_DIRNAME = ".knowtology"
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+DEFAULT_COLLECTION = "default"
+DEFAULT_SESSION = "default"
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Return ``name`` if it is a plain identifier, else raise ``ConfigError``.
+
+    Collection and session names become file and table names, so ``..``, ``/`` and the like are
+    refused outright, never interpreted as paths.
+    """
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in {".", ".."}:
+        raise ConfigError(
+            f"invalid {kind} name {name!r}",
+            hint=f"a {kind} name is 1-64 characters of letters, digits, '_', '.', '-'",
+        )
+    return name
+
+
+def find_store_dir(start: Path | None = None) -> Path:
+    """The nearest ``.knowtology/`` walking up from ``start``, else ``start/.knowtology``."""
+    start = (start or Path.cwd()).resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / STORE_DIRNAME
+        if candidate.is_dir():
+            return candidate
+    return start / STORE_DIRNAME
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - 3.10 only
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}", hint="fix or remove the file") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a command needs to open a knowledge base.
+
+    Secrets (``openai_api_key``, ``anthropic_api_key``, ``api_token``) are carried for the
+    clients only; ``__repr__`` hides them.
+    """
+
+    store_dir: Path
+    collection: str = DEFAULT_COLLECTION
+    session: str = DEFAULT_SESSION
+    embedder: str | None = None
+    llm: str | None = None
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    anthropic_base_url: str | None = None
+    api_token: str | None = field(default=None, repr=False)
+    tree_dsn: str | None = None
+    vector_uri: str | None = None
+    lock_timeout: float = 60.0
+    concurrency: int = 4
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied (``None`` values ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def load_settings(
+    *,
+    store: str | Path | None = None,
+    collection: str | None = None,
+    session: str | None = None,
+    embedder: str | None = None,
+    llm: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve settings from flags (arguments), env, ``<store>/config.toml`` and defaults."""
+    env = dict(os.environ if env is None else env)
+    store_value = store or env.get("KNOWTOLOGY_STORE")
+    store_dir = Path(store_value).expanduser() if store_value else find_store_dir(cwd)
+    if store_dir.exists() and not store_dir.is_dir():
+        raise ConfigError(f"store path {store_dir} is not a directory", hint="pass --store DIR")
+    file_cfg = _read_toml(store_dir / "config.toml")
+    user_cfg_path = env.get("KNOWTOLOGY_CONFIG")
+    if user_cfg_path:
+        file_cfg = {**_read_toml(Path(user_cfg_path)), **file_cfg}
+    general = file_cfg.get("knowtology", file_cfg)
+
+    def pick(flag: Any, env_key: str, cfg_key: str, default: Any = None) -> Any:
+        if flag not in (None, ""):
+            return flag
+        if env.get(env_key):
+            return env[env_key]
+        value = general.get(cfg_key)
+        return default if value in (None, "") else value
+
+    collection_name = validate_name(
+        "collection", pick(collection, "KNOWTOLOGY_COLLECTION", "collection", DEFAULT_COLLECTION)
+    )
+    session_name = validate_name("session", pick(session, "KNOWTOLOGY_SESSION", "session", DEFAULT_SESSION))
+    try:
+        lock_timeout = float(pick(None, "KNOWTOLOGY_LOCK_TIMEOUT", "lock_timeout", 60.0))
+        concurrency = int(pick(None, "KNOWTOLOGY_CONCURRENCY", "concurrency", 4))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"bad numeric setting: {exc}", hint="check KNOWTOLOGY_* variables") from exc
+    providers = file_cfg.get("providers", {})
+    return Settings(
+        store_dir=store_dir,
+        collection=collection_name,
+        session=session_name,
+        embedder=pick(embedder, "KNOWTOLOGY_EMBEDDER", "embedder"),
+        llm=pick(llm, "KNOWTOLOGY_LLM", "llm"),
+        openai_api_key=env.get("OPENAI_API_KEY") or providers.get("openai", {}).get("api_key"),
+        openai_base_url=env.get("OPENAI_BASE_URL") or providers.get("openai", {}).get("base_url"),
+        anthropic_api_key=env.get("ANTHROPIC_API_KEY") or providers.get("anthropic", {}).get("api_key"),
+        anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or providers.get("anthropic", {}).get("base_url"),
+        api_token=env.get("KNOWTOLOGY_API_TOKEN") or general.get("api_token"),
+        tree_dsn=pick(None, "KNOWTOLOGY_TREE_DSN", "tree_dsn"),
+        vector_uri=pick(None, "KNOWTOLOGY_VECTOR_URI", "vector_uri"),
+        lock_timeout=lock_timeout,
+        concurrency=concurrency,
+        profiles=file_cfg.get("profiles", {}),
+        raw=file_cfg,
+    )

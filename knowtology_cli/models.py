@@ -1,0 +1,204 @@
+"""Typed records shared by the library, the CLI JSON, FastAPI, MCP and LangChain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ROOT = "root"
+
+
+class Record(BaseModel):
+    """Base of every record: frozen, extra keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Chunk(Record):
+    """One chunk as stored in the vector table (text lives only there)."""
+
+    chunk_id: str
+    text: str
+    doc_id: str = ""
+    file_name: str = ""
+    chunk_index: int = 0
+    title: str = ""
+    content_hash: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class TreeNode(Record):
+    """A category of the tree; ``path`` is ``A/B/C`` with 1-3 segments."""
+
+    id: int
+    collection: str
+    parent_id: int | None
+    name: str
+    description: str = ""
+    level: int
+    path: str
+    chunk_count: int = 0
+
+
+class ChunkMapping(Record):
+    """Where one chunk sits in the tree, with its one-line snippet."""
+
+    collection: str
+    chunk_id: str
+    tree_node_id: int
+    snippet: str
+    doc_id: str = ""
+    file_name: str = ""
+    chunk_index: int = 0
+    path: str = ""
+
+
+class NodeSummary(Record):
+    """A child category as ``browse`` lists it."""
+
+    path: str
+    name: str
+    description: str = ""
+    level: int
+    chunk_count: int
+
+
+class ChunkLead(Record):
+    """A chunk shown at a leaf while browsing: id and snippet, never text."""
+
+    chunk_id: str
+    snippet: str
+
+
+class BrowseResult(Record):
+    """The children of a path with counts; at a leaf, its chunks' snippets."""
+
+    collection: str = "default"
+    path: str
+    description: str = ""
+    chunk_count: int = 0
+    children: list[NodeSummary] = Field(default_factory=list)
+    chunks: list[ChunkLead] = Field(default_factory=list)
+
+
+class Hit(Record):
+    """One search or grep result: a lead, never full text."""
+
+    chunk_id: str
+    path: str
+    snippet: str
+    score: float
+    doc_id: str = ""
+    file_name: str = ""
+    chunk_index: int = 0
+
+
+class SearchResult(Record):
+    """Hits of ``search`` or ``grep``."""
+
+    collection: str = "default"
+    query: str
+    mode: str = "semantic"
+    under: str | None = None
+    hits: list[Hit] = Field(default_factory=list)
+
+
+class ReadChunk(Record):
+    """Full text of one chunk, or ``already_read`` with no text."""
+
+    chunk_id: str
+    path: str
+    text: str | None
+    already_read: bool = False
+    doc_id: str = ""
+    file_name: str = ""
+    chunk_index: int = 0
+    title: str = ""
+
+
+class ReadResult(Record):
+    """What ``read`` returned, in request order."""
+
+    collection: str = "default"
+    session: str = "default"
+    chunks: list[ReadChunk] = Field(default_factory=list)
+
+
+class IngestReport(Record):
+    """Summary of one ``ingest`` run."""
+
+    collection: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    total: int = 0
+    embedded: int = 0
+    skipped: int = 0
+    problems: list[str] = Field(default_factory=list)
+    embedder: str = ""
+    seconds: float = 0.0
+
+
+class BuildReport(Record):
+    """Summary of one ``build`` run (or its plan with ``dry_run``)."""
+
+    collection: str = "default"
+    builder: str
+    nodes: int = 0
+    mapped: int = 0
+    unmapped: int = 0
+    llm_calls: int = 0
+    cached_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    dry_run: bool = False
+    batches: int = 0
+    model: str | None = None
+    seconds: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+
+class CollectionStatus(Record):
+    """Counts and health of one collection."""
+
+    name: str
+    chunks: int
+    mapped: int
+    unmapped: int
+    nodes: int
+    embedder: str | None = None
+    dimension: int | None = None
+    stale: bool = False
+    builder: str | None = None
+
+
+class StatusReport(Record):
+    """``status`` over the whole store."""
+
+    store: str
+    collections: list[CollectionStatus] = Field(default_factory=list)
+
+
+class Category(Record):
+    """LLM wire contract: a category the model proposes."""
+
+    path: str
+    description: str = ""
+
+
+class Assignment(Record):
+    """LLM wire contract: one chunk placed at a leaf with a snippet."""
+
+    chunk_id: str
+    path: str
+    snippet: str = ""
+
+
+class TreeReply(Record):
+    """LLM wire contract: the one JSON object every build call returns."""
+
+    categories: list[Category] = Field(default_factory=list)
+    assignments: list[Assignment] = Field(default_factory=list)

@@ -1,0 +1,183 @@
+"""Store ABCs: ``VectorStore`` holds chunk text + vectors, ``TreeStore`` the map over them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..models import Category, Chunk, ChunkMapping, TreeNode
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """What the tree store records about a collection."""
+
+    name: str
+    embedder: str
+    dimension: int
+    builder: str | None = None
+    source: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ScoredId:
+    """A chunk id with a retrieval score (higher is better)."""
+
+    chunk_id: str
+    score: float
+
+
+class VectorStore(ABC):
+    """Chunk rows (text, metadata, vector) of each collection; the only place text lives."""
+
+    read_only: bool = False
+
+    @abstractmethod
+    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Insert or replace rows by chunk_id, atomically per call."""
+
+    @abstractmethod
+    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
+        """Delete rows by chunk_id, atomically."""
+
+    @abstractmethod
+    def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
+        """``chunk_id -> (content_hash, file_name)`` for every row."""
+
+    @abstractmethod
+    def get(self, collection: str, chunk_ids: Sequence[str], *, with_text: bool = True) -> list[Chunk]:
+        """Rows for ``chunk_ids`` (missing ids are absent from the result)."""
+
+    @abstractmethod
+    def iter_rows(
+        self, collection: str, *, with_vectors: bool = True, batch_size: int = 4096
+    ) -> Iterator[tuple[list[Chunk], np.ndarray | None]]:
+        """Every row in batches of (chunks, vectors)."""
+
+    @abstractmethod
+    def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors of the given ids."""
+
+    @abstractmethod
+    def vector_search(
+        self, collection: str, vector: np.ndarray, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """Nearest rows by cosine similarity, optionally restricted to ``within`` ids."""
+
+    @abstractmethod
+    def keyword_search(
+        self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """BM25 ranking of rows for ``query`` over title + text."""
+
+    @abstractmethod
+    def count(self, collection: str) -> int:
+        """Number of rows (0 for a missing collection)."""
+
+    def regex_search(
+        self, collection: str, pattern: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """Rows whose text matches a regular expression; score = number of matches."""
+        import re
+
+        regex = re.compile(pattern)
+        wanted = set(within) if within is not None else None
+        hits: list[ScoredId] = []
+        for chunks, _ in self.iter_rows(collection, with_vectors=False):
+            for chunk in chunks:
+                if wanted is not None and chunk.chunk_id not in wanted:
+                    continue
+                n = len(regex.findall(chunk.text)) + len(regex.findall(chunk.title))
+                if n:
+                    hits.append(ScoredId(chunk.chunk_id, float(n)))
+        hits.sort(key=lambda h: (-h.score, h.chunk_id))
+        return hits[:k]
+
+    def drop(self, collection: str) -> None:
+        """Remove a collection's table."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class TreeStore(ABC):
+    """Collections, tree nodes, chunk mappings and the LLM call log."""
+
+    # collections -------------------------------------------------------------------------
+    @abstractmethod
+    def get_collection(self, name: str) -> CollectionInfo | None:
+        """The collection record, or None."""
+
+    @abstractmethod
+    def ensure_collection(self, info: CollectionInfo) -> CollectionInfo:
+        """Create the record if missing; return what is stored."""
+
+    @abstractmethod
+    def list_collections(self) -> list[CollectionInfo]:
+        """Every recorded collection."""
+
+    @abstractmethod
+    def set_builder(self, name: str, builder: str | None) -> None:
+        """Record which builder made the collection's tree."""
+
+    @abstractmethod
+    def drop_collection(self, name: str) -> None:
+        """Forget a collection's record, tree and mappings."""
+
+    # tree --------------------------------------------------------------------------------
+    @abstractmethod
+    def get_node(self, collection: str, path: str) -> TreeNode | None:
+        """Node at ``path``, or None."""
+
+    @abstractmethod
+    def children(self, collection: str, path: str | None) -> list[TreeNode]:
+        """Children of ``path`` (top level when None), ordered by name."""
+
+    @abstractmethod
+    def nodes(self, collection: str) -> list[TreeNode]:
+        """All nodes, ordered by path."""
+
+    @abstractmethod
+    def mappings(
+        self, collection: str, *, chunk_ids: Iterable[str] | None = None, under: str | None = None
+    ) -> list[ChunkMapping]:
+        """Mappings filtered by ids and/or subtree path, ordered by (file, index, id)."""
+
+    @abstractmethod
+    def mapping_hashes(self, collection: str) -> dict[str, str]:
+        """``chunk_id -> content_hash`` recorded when each chunk was mapped."""
+
+    @abstractmethod
+    def apply(
+        self,
+        collection: str,
+        categories: Sequence[Category],
+        mappings: Sequence[tuple[ChunkMapping, str]],
+        *,
+        remove: Sequence[str] = (),
+        replace: bool = False,
+    ) -> None:
+        """In one transaction: (optionally wipe the tree), add ``categories`` (all prefixes are
+        created), upsert mappings given as ``(mapping with path set, content_hash)``, remove
+        mappings of ``remove`` ids, drop empty categories and recount."""
+
+    # llm log -----------------------------------------------------------------------------
+    @abstractmethod
+    def log_call(self, entry: dict[str, Any]) -> None:
+        """Append one LLM call record (model, prompt_hash, tokens, cost, status, response)."""
+
+    @abstractmethod
+    def cached_response(self, prompt_hash: str) -> dict[str, Any] | None:
+        """The last successful logged call with this prompt hash, or None."""
+
+    @abstractmethod
+    def call_stats(self, collection: str | None = None) -> dict[str, Any]:
+        """Totals over the log."""
+
+    def close(self) -> None:
+        """Release resources."""

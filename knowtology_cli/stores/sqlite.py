@@ -1,0 +1,442 @@
+"""SQLiteTreeStore: the tree, mappings and LLM call log in ``tree.db`` (WAL, numbered migrations).
+
+Reads use the stdlib ``sqlite3`` driver so ``kt browse`` starts fast; sqlite-utils is imported
+only when the schema must be migrated or rows written in bulk.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from ..models import Category, ChunkMapping, TreeNode
+from .base import CollectionInfo, TreeStore
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        embedder TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        builder TEXT,
+        source TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE tree_nodes (
+        id INTEGER PRIMARY KEY,
+        collection TEXT NOT NULL,
+        parent_id INTEGER REFERENCES tree_nodes(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        level INTEGER NOT NULL CHECK (level BETWEEN 1 AND 3),
+        path TEXT NOT NULL,
+        chunk_count INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (collection, path)
+    );
+    CREATE INDEX ix_tree_nodes_parent ON tree_nodes (collection, parent_id);
+    CREATE TABLE chunk_mappings (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        tree_node_id INTEGER NOT NULL REFERENCES tree_nodes(id),
+        snippet TEXT NOT NULL,
+        doc_id TEXT NOT NULL DEFAULT '',
+        file_name TEXT NOT NULL DEFAULT '',
+        chunk_index INTEGER NOT NULL DEFAULT 0,
+        content_hash TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (collection, chunk_id)
+    );
+    CREATE INDEX ix_chunk_mappings_node ON chunk_mappings (tree_node_id);
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        collection TEXT,
+        build_id TEXT,
+        kind TEXT,
+        model TEXT,
+        prompt_hash TEXT,
+        chunk_count INTEGER,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        error TEXT,
+        response TEXT,
+        seconds REAL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX ix_llm_calls_hash ON llm_calls (prompt_hash, status);
+    """,
+]
+
+
+def _node(row: sqlite3.Row) -> TreeNode:
+    return TreeNode(
+        id=row["id"],
+        collection=row["collection"],
+        parent_id=row["parent_id"],
+        name=row["name"],
+        description=row["description"],
+        level=row["level"],
+        path=row["path"],
+        chunk_count=row["chunk_count"],
+    )
+
+
+def _mapping(row: sqlite3.Row) -> ChunkMapping:
+    return ChunkMapping(
+        collection=row["collection"],
+        chunk_id=row["chunk_id"],
+        tree_node_id=row["tree_node_id"],
+        snippet=row["snippet"],
+        doc_id=row["doc_id"],
+        file_name=row["file_name"],
+        chunk_index=row["chunk_index"],
+        path=row["path"],
+    )
+
+
+def split_path(path: str) -> list[str]:
+    """Segments of a tree path (``root`` and empty mean the top)."""
+    path = (path or "").strip().strip("/")
+    if path in ("", "root"):
+        return []
+    return [seg.strip() for seg in path.split("/") if seg.strip()]
+
+
+class SQLiteTreeStore(TreeStore):
+    """Tree store in one SQLite file; safe for one writer and many readers (WAL)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+
+    # connection ---------------------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._open()
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA busy_timeout = 30000")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < len(MIGRATIONS):
+                if str(self.path) != ":memory:":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                self._migrate(conn, version)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path}: cannot open tree store: {exc}",
+                hint="restore the file from a backup or delete it and run `kt build --rebuild`",
+            ) from exc
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
+        import sqlite_utils
+
+        db = sqlite_utils.Database(conn)
+        for number in range(version, len(MIGRATIONS)):
+            with db.conn:
+                conn.execute("BEGIN IMMEDIATE")
+                current = conn.execute("PRAGMA user_version").fetchone()[0]
+                if current > number:  # another process migrated meanwhile
+                    continue
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+
+    def _ready(self) -> bool:
+        """True once there is a database to read (reads on a missing file answer empty)."""
+        return self._conn is not None or self.path.exists()
+
+    def schema_version(self) -> int:
+        """The applied migration number."""
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _transaction(self) -> _Tx:
+        return _Tx(self.conn)
+
+    # collections --------------------------------------------------------------------------
+    def get_collection(self, name: str) -> CollectionInfo | None:
+        if not self._ready():
+            return None
+        row = self.conn.execute("SELECT * FROM collections WHERE name = ?", (name,)).fetchone()
+        return _collection(row) if row else None
+
+    def ensure_collection(self, info: CollectionInfo) -> CollectionInfo:
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO collections (name, embedder, dimension, builder, source, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (info.name, info.embedder, info.dimension, info.builder,
+                 json.dumps(info.source) if info.source else None, now, now),
+            )
+        stored = self.get_collection(info.name)
+        assert stored is not None
+        return stored
+
+    def list_collections(self) -> list[CollectionInfo]:
+        if not self._ready():
+            return []
+        return [_collection(r) for r in self.conn.execute("SELECT * FROM collections ORDER BY name")]
+
+    def set_builder(self, name: str, builder: str | None) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE collections SET builder = ?, updated_at = ? WHERE name = ?", (builder, time.time(), name)
+            )
+
+    def drop_collection(self, name: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM collections WHERE name = ?", (name,))
+
+    # tree ---------------------------------------------------------------------------------
+    def get_node(self, collection: str, path: str) -> TreeNode | None:
+        if not self._ready():
+            return None
+        row = self.conn.execute(
+            "SELECT * FROM tree_nodes WHERE collection = ? AND path = ?", (collection, "/".join(split_path(path)))
+        ).fetchone()
+        return _node(row) if row else None
+
+    def children(self, collection: str, path: str | None) -> list[TreeNode]:
+        if not self._ready():
+            return []
+        if not split_path(path or ""):
+            rows = self.conn.execute(
+                "SELECT * FROM tree_nodes WHERE collection = ? AND parent_id IS NULL ORDER BY name", (collection,)
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT c.* FROM tree_nodes c JOIN tree_nodes p ON c.parent_id = p.id "
+                "WHERE p.collection = ? AND p.path = ? ORDER BY c.name",
+                (collection, "/".join(split_path(path or ""))),
+            )
+        return [_node(r) for r in rows]
+
+    def nodes(self, collection: str) -> list[TreeNode]:
+        if not self._ready():
+            return []
+        rows = self.conn.execute("SELECT * FROM tree_nodes WHERE collection = ? ORDER BY path", (collection,))
+        return [_node(r) for r in rows]
+
+    def mappings(
+        self, collection: str, *, chunk_ids: Iterable[str] | None = None, under: str | None = None
+    ) -> list[ChunkMapping]:
+        if not self._ready():
+            return []
+        sql = (
+            "SELECT m.*, n.path AS path FROM chunk_mappings m JOIN tree_nodes n ON m.tree_node_id = n.id "
+            "WHERE m.collection = ?"
+        )
+        params: list[Any] = [collection]
+        prefix = "/".join(split_path(under or ""))
+        if prefix:
+            sql += " AND (n.path = ? OR substr(n.path, 1, ?) = ?)"
+            params += [prefix, len(prefix) + 1, prefix + "/"]
+        if chunk_ids is not None:
+            ids = list(dict.fromkeys(chunk_ids))
+            out: list[ChunkMapping] = []
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                rows = self.conn.execute(
+                    sql + f" AND m.chunk_id IN ({','.join('?' * len(part))})", [*params, *part]
+                )
+                out.extend(_mapping(r) for r in rows)
+            return sorted(out, key=lambda m: (m.file_name, m.chunk_index, m.chunk_id))
+        sql += " ORDER BY m.file_name, m.chunk_index, m.chunk_id"
+        return [_mapping(r) for r in self.conn.execute(sql, params)]
+
+    def mapping_hashes(self, collection: str) -> dict[str, str]:
+        if not self._ready():
+            return {}
+        rows = self.conn.execute(
+            "SELECT chunk_id, content_hash FROM chunk_mappings WHERE collection = ?", (collection,)
+        )
+        return {r[0]: r[1] for r in rows}
+
+    def apply(
+        self,
+        collection: str,
+        categories: Sequence[Category],
+        mappings: Sequence[tuple[ChunkMapping, str]],
+        *,
+        remove: Sequence[str] = (),
+        replace: bool = False,
+    ) -> None:
+        with self._transaction() as conn:
+            if replace:
+                conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (collection,))
+                conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (collection,))
+            ids: dict[str, int] = {
+                r["path"]: r["id"]
+                for r in conn.execute("SELECT id, path FROM tree_nodes WHERE collection = ?", (collection,))
+            }
+
+            def ensure(path: str, description: str | None) -> int:
+                segments = split_path(path)
+                parent: int | None = None
+                for depth in range(1, len(segments) + 1):
+                    prefix = "/".join(segments[:depth])
+                    if prefix not in ids:
+                        cur = conn.execute(
+                            "INSERT INTO tree_nodes (collection, parent_id, name, description, level, path)"
+                            " VALUES (?, ?, ?, '', ?, ?)",
+                            (collection, parent, segments[depth - 1], depth, prefix),
+                        )
+                        ids[prefix] = int(cur.lastrowid)
+                    parent = ids[prefix]
+                if description:
+                    conn.execute("UPDATE tree_nodes SET description = ? WHERE id = ?", (description, parent))
+                assert parent is not None
+                return parent
+
+            for category in categories:
+                if split_path(category.path):
+                    ensure(category.path, category.description)
+            for chunk_id in remove:
+                conn.execute(
+                    "DELETE FROM chunk_mappings WHERE collection = ? AND chunk_id = ?", (collection, chunk_id)
+                )
+            rows = []
+            for mapping, content_hash in mappings:
+                node_id = ensure(mapping.path, None)
+                rows.append(
+                    (collection, mapping.chunk_id, node_id, mapping.snippet, mapping.doc_id,
+                     mapping.file_name, mapping.chunk_index, content_hash)
+                )
+            conn.executemany(
+                "INSERT OR REPLACE INTO chunk_mappings (collection, chunk_id, tree_node_id, snippet, doc_id,"
+                " file_name, chunk_index, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            _recount(conn, collection)
+
+    # llm log ------------------------------------------------------------------------------
+    def log_call(self, entry: dict[str, Any]) -> None:
+        row = {
+            "collection": entry.get("collection"),
+            "build_id": entry.get("build_id"),
+            "kind": entry.get("kind"),
+            "model": entry.get("model"),
+            "prompt_hash": entry.get("prompt_hash"),
+            "chunk_count": entry.get("chunk_count"),
+            "input_tokens": int(entry.get("input_tokens") or 0),
+            "output_tokens": int(entry.get("output_tokens") or 0),
+            "cost_usd": float(entry.get("cost_usd") or 0.0),
+            "status": entry.get("status", "ok"),
+            "error": entry.get("error"),
+            "response": json.dumps(entry["response"]) if entry.get("response") is not None else None,
+            "seconds": entry.get("seconds"),
+            "created_at": time.time(),
+        }
+        with self._transaction() as conn:
+            conn.execute(
+                f"INSERT INTO llm_calls ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+            )
+
+    def cached_response(self, prompt_hash: str) -> dict[str, Any] | None:
+        if not self._ready():
+            return None
+        row = self.conn.execute(
+            "SELECT * FROM llm_calls WHERE prompt_hash = ? AND status = 'ok' AND response IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1",
+            (prompt_hash,),
+        ).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["response"] = json.loads(row["response"])
+        return out
+
+    def call_stats(self, collection: str | None = None) -> dict[str, Any]:
+        if not self._ready():
+            return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "failed": 0}
+        sql = (
+            "SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens), 0) AS input_tokens,"
+            " COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd,"
+            " COALESCE(SUM(status != 'ok'), 0) AS failed FROM llm_calls"
+        )
+        row = self.conn.execute(sql + (" WHERE collection = ?" if collection else ""),
+                                (collection,) if collection else ()).fetchone()
+        return dict(row)
+
+    def calls(self, collection: str | None = None, build_id: str | None = None) -> list[dict[str, Any]]:
+        """Logged calls (without responses), oldest first."""
+        if not self._ready():
+            return []
+        sql, params = "SELECT * FROM llm_calls WHERE 1=1", []
+        if collection:
+            sql, params = sql + " AND collection = ?", [*params, collection]
+        if build_id:
+            sql, params = sql + " AND build_id = ?", [*params, build_id]
+        return [{k: r[k] for k in r.keys() if k != "response"} for r in self.conn.execute(sql + " ORDER BY id", params)]
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` / ``ROLLBACK`` around a block."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
+
+
+def _collection(row: sqlite3.Row) -> CollectionInfo:
+    return CollectionInfo(
+        name=row["name"],
+        embedder=row["embedder"],
+        dimension=row["dimension"],
+        builder=row["builder"],
+        source=json.loads(row["source"]) if row["source"] else None,
+    )
+
+
+def _recount(conn: sqlite3.Connection, collection: str) -> None:
+    """Recompute chunk_count bottom-up and delete categories left empty."""
+    nodes = {
+        r["id"]: (r["parent_id"], r["path"])
+        for r in conn.execute("SELECT id, parent_id, path FROM tree_nodes WHERE collection = ?", (collection,))
+    }
+    counts = dict.fromkeys(nodes, 0)
+    for row in conn.execute(
+        "SELECT tree_node_id, COUNT(*) FROM chunk_mappings WHERE collection = ? GROUP BY tree_node_id",
+        (collection,),
+    ):
+        node_id, n = row[0], row[1]
+        while node_id is not None and node_id in nodes:
+            counts[node_id] += n
+            node_id = nodes[node_id][0]
+    conn.executemany("UPDATE tree_nodes SET chunk_count = ? WHERE id = ?", [(c, i) for i, c in counts.items()])
+    empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
+    for node_id in empty:
+        conn.execute("DELETE FROM tree_nodes WHERE id = ?", (node_id,))

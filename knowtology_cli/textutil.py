@@ -1,0 +1,24 @@
+"""Small text helpers shared by stores and search: tokenising for BM25, term splitting."""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"[0-9a-z]+")
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for from has have if in into is it its of on or such that the their then"
+    " there these they this to was were will with".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased alphanumeric tokens without stop words."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOP_WORDS]
+
+
+def keyword_query(terms: str | list[str]) -> str:
+    """Join grep terms (``"7 days, refund"`` or a list) into one keyword query string."""
+    if isinstance(terms, str):
+        terms = [terms]
+    parts = [p.strip() for term in terms for p in term.split(",")]
+    return " ".join(p for p in parts if p)
