@@ -1,0 +1,5 @@
+"""``python -m knowtology_cli`` runs the CLI."""
+
+from .cli.app import main
+
+main()

@@ -1,0 +1,238 @@
+"""The ``kt`` / ``knowtology`` command line: thin commands over ``KnowledgeBase``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from .common import (
+    CollectionOpt,
+    JsonOpt,
+    SessionOpt,
+    StderrProgress,
+    StoreOpt,
+    console,
+    emit_json,
+    handled,
+    open_kb,
+    run,
+)
+
+app = typer.Typer(
+    name="kt",
+    help="Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+session_app = typer.Typer(help="Manage read histories (what a session has already read).", no_args_is_help=True)
+app.add_typer(session_app, name="session")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories or - (JSONL on stdin).")],
+    embedder: Annotated[str | None, typer.Option(help="Embedder: local (default), openai:MODEL, hash.")] = None,
+    skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Ingest valid rows; list and count bad ones.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Delete chunks of re-ingested files that disappeared.")] = False,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add or update chunks from documents or JSONL chunk files (unchanged chunks are not re-embedded)."""
+    with handled(as_json):
+        kb = open_kb(store, collection, embedder=embedder)
+        with StderrProgress() as bar:
+            report = kb.ingest(paths, embedder=embedder, skip_invalid=skip_invalid, prune=prune, stdin=sys.stdin,
+                               progress=bar.update, message=bar.message)
+    if as_json:
+        return emit_json(report)
+    out = console()
+    out.print(f"{report.collection}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
+              f"{report.deleted} deleted — {report.total} chunks ({report.embedded} embedded with {report.embedder}, "
+              f"{report.seconds:.1f}s)")
+    if report.skipped:
+        out.print(f"skipped {report.skipped} invalid input(s):")
+        for problem in report.problems:
+            out.print(f"  {problem}", markup=False)
+
+
+@app.command()
+def build(
+    builder: Annotated[str, typer.Option(help="auto (LLM if configured, else cluster), llm or cluster.")] = "auto",
+    llm: Annotated[str | None, typer.Option(help="LLM as PROVIDER:MODEL, e.g. openai:gpt-4o-mini (env KNOWTOLOGY_LLM).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (batches, calls, tokens, cost); call nothing.")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the tree over instead of extending it.")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Parallel LLM calls where batches are independent.")] = None,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build or extend the category tree (new and changed chunks only, unless --rebuild)."""
+    with handled(as_json):
+        kb = open_kb(store, collection, llm=llm)
+        client = None
+        spec = llm or (kb.settings.llm if builder != "cluster" else None)
+        if spec and builder != "cluster":
+            from ..llm import get_llm
+
+            client = get_llm(spec, settings=kb.settings)
+        with StderrProgress() as bar:
+            report = kb.build(builder=builder, llm=client, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                              progress=bar.update, message=bar.message)
+    if as_json:
+        return emit_json(report)
+    out = console()
+    verb = "plan" if report.dry_run else "built"
+    out.print(f"{report.collection}: {verb} with {report.builder}"
+              + (f" ({report.model})" if report.model else "")
+              + f" — {report.nodes} categories, {report.mapped} mapped, {report.unmapped} unmapped")
+    if report.builder == "llm" or report.llm_calls:
+        out.print(f"LLM: {report.batches} batches, {report.llm_calls} calls ({report.cached_calls} cached), "
+                  f"{report.input_tokens:,} tokens in, {report.output_tokens:,} out, ${report.cost_usd:.4f}")
+    for note in report.notes:
+        out.print(f"  {note}", markup=False)
+
+
+@app.command()
+def browse(
+    path: Annotated[str, typer.Argument(help="Category path, e.g. Returns/Refunds (default: root).")] = "root",
+    depth: Annotated[int, typer.Option(min=1, max=3, help="Levels of children to show.")] = 1,
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the map: categories under PATH with counts; at a leaf, its chunks' snippets."""
+    from .render import print_browse
+
+    run(as_json, lambda: open_kb(store, collection).browse(path, depth=depth), print_browse)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What you are looking for, in words.")],
+    k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="Number of hits.")] = 5,
+    under: Annotated[str | None, typer.Option(help="Only chunks under this category path.")] = None,
+    mode: Annotated[str, typer.Option(help="semantic or hybrid (semantic + BM25).")] = "semantic",
+    min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or context (compact block for prompts).")] = "text",
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search by meaning; returns snippets and chunk ids, never full text."""
+    from .render import print_hits
+
+    run(as_json, lambda: open_kb(store, collection).search(query, k=k, under=under, mode=mode, min_score=min_score),
+        lambda r: print_hits(r, fmt))
+
+
+@app.command()
+def grep(
+    terms: Annotated[list[str], typer.Argument(help='Keywords; comma-separated terms work ("7 days, refund").')],
+    k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="Number of hits.")] = 5,
+    under: Annotated[str | None, typer.Option(help="Only chunks under this category path.")] = None,
+    regex: Annotated[bool, typer.Option("--regex", help="Treat TERMS as a regular expression (exact match).")] = False,
+    min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or context (compact block for prompts).")] = "text",
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Keyword search (BM25) or exact --regex match; returns snippets and chunk ids, never full text."""
+    from .render import print_hits
+
+    run(as_json, lambda: open_kb(store, collection).grep(terms, k=k, under=under, regex=regex, min_score=min_score),
+        lambda r: print_hits(r, fmt))
+
+
+@app.command()
+def read(
+    chunk_ids: Annotated[list[str], typer.Argument(help="Chunk ids from search, grep or browse.")],
+    session: SessionOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Return text even if already read in this session.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text or context (tagged blocks for prompts).")] = "text",
+    store: StoreOpt = None,
+    collection: CollectionOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Full text of chunks; a repeat read in the same session answers (already read — skip)."""
+    from .render import print_read
+
+    run(as_json, lambda: open_kb(store, collection, session).read(chunk_ids, force=force),
+        lambda r: print_read(r, fmt))
+
+
+@app.command()
+def status(store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
+    """Collections with chunk counts, tree coverage, embedder and staleness."""
+    from .render import print_status
+
+    run(as_json, lambda: open_kb(store, None).status(collection=collection), print_status)
+
+
+@session_app.command("list")
+def session_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """List sessions and how many chunks each has read."""
+    from .render import print_sessions
+
+    def fn() -> dict:
+        kb = open_kb(store, None)
+        rows = []
+        for name in kb.sessions.names():
+            data = kb.sessions.load(name)
+            rows.append({"name": name, "reads": {c: len(v.get("read", [])) for c, v in data["collections"].items()}})
+        return {"sessions": rows}
+
+    run(as_json, fn, print_sessions)
+
+
+@session_app.command("show")
+def session_show(name: Annotated[str | None, typer.Argument(help="Session name (default: current).")] = None,
+                 store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the chunk ids a session has read, oldest first."""
+
+    def fn() -> dict:
+        kb = open_kb(store, collection, name)
+        kb.sessions.require(kb.settings.session)
+        return {"session": kb.settings.session, "collection": kb.settings.collection,
+                "read": kb.read_history()}
+
+    run(as_json, fn, lambda r: console().print("\n".join(r["read"]) or "(nothing read yet)", markup=False))
+
+
+@session_app.command("reset")
+def session_reset(name: Annotated[str | None, typer.Argument(help="Session name (default: current).")] = None,
+                  store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
+    """Forget what a session has read (in one collection with -c, else all)."""
+
+    def fn() -> dict:
+        kb = open_kb(store, collection, name)
+        done = kb.reset_session(collection=collection, session=kb.settings.session)
+        return {"session": kb.settings.session, "reset": done}
+
+    run(as_json, fn, lambda r: console().print(f"session {r['session']}: " + ("reset" if r["reset"] else "nothing to reset")))
+
+
+def _register_extensions() -> None:
+    """Commands that live in their own modules (agents, integrations, benchmarks, scale-out)."""
+    from . import agents, bench, scale
+
+    agents.register(app)
+    bench.register(app)
+    scale.register(app)
+
+
+_register_extensions()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,528 @@
+"""KnowledgeBase: the one façade over injected stores, embedder and LLM client.
+
+Every surface (CLI, REPL, MCP, LangChain, FastAPI, Python) calls these methods; nothing here
+knows about terminals or HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, validate_name
+from .errors import ConfigError, EmbeddingError, NotFoundError
+from .models import (
+    ROOT,
+    BrowseResult,
+    ChunkLead,
+    CollectionStatus,
+    Hit,
+    IngestReport,
+    NodeSummary,
+    ReadChunk,
+    ReadResult,
+    SearchResult,
+    StatusReport,
+)
+from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
+from .stores.sqlite import split_path
+
+if TYPE_CHECKING:
+    from .embedders.base import Embedder
+    from .llm.base import LLMClient
+    from .sessions import SessionStore
+
+ProgressFn = Callable[[str, int, int], None]
+MessageFn = Callable[[str], None]
+SEARCH_MODES = ("semantic", "hybrid", "keyword")
+FUSION_DEPTH = 100
+UPSERT_BATCH = 512
+
+
+def _noop_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def _noop_message(text: str) -> None:
+    return None
+
+
+class KnowledgeBase:
+    """A store's collections and the four tools over them.
+
+    Args:
+        tree_store: where the tree, mappings and LLM log live.
+        vector_store: where chunk text and vectors live.
+        sessions: read-history store (None keeps histories in memory only).
+        embedder: used for ingest and search; when None it is resolved from the collection's
+            recorded embedder name on first use.
+        embedder_factory: builds an embedder from a registry name (default: the registry).
+        llm: client for LLM tree builds (None means offline clustering under ``auto``).
+        lock: optional write lock (``StoreLock``) held around writes.
+    """
+
+    def __init__(
+        self,
+        *,
+        tree_store: TreeStore,
+        vector_store: VectorStore,
+        sessions: SessionStore | None = None,
+        embedder: Embedder | None = None,
+        embedder_factory: Callable[[str], Embedder] | None = None,
+        llm: LLMClient | None = None,
+        lock: Any = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.tree = tree_store
+        self.vectors = vector_store
+        self.sessions = sessions
+        self._embedder = embedder
+        self._embedder_factory = embedder_factory
+        self.llm = llm
+        self.lock = lock
+        self.settings = settings
+        self._memory_reads: dict[tuple[str, str], list[str]] = {}
+
+    # construction -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, store_dir: str | Path | None = None, **overrides: Any) -> KnowledgeBase:
+        """Open (or lazily create) the store at ``store_dir`` with the embedded default backends."""
+        from .config import load_settings
+
+        settings = overrides.pop("settings", None) or load_settings(store=store_dir)
+        return cls.from_settings(settings, **overrides)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> KnowledgeBase:
+        """Build the default parts for ``settings`` (SQLite tree store, Lance vector store)."""
+        from .locking import StoreLock
+        from .sessions import SessionStore
+
+        tree: TreeStore
+        if settings.tree_dsn and settings.tree_dsn.startswith(("postgresql://", "postgres://")):
+            from .stores.pg import PostgresTreeStore
+
+            tree = PostgresTreeStore(settings.tree_dsn)
+        else:
+            from .stores.sqlite import SQLiteTreeStore
+
+            tree = SQLiteTreeStore(settings.store_dir / "tree.db")
+        vectors: VectorStore
+        if overrides.get("vector_store") is None:
+            from .stores.lance import LanceVectorStore
+
+            vectors = LanceVectorStore(settings.vector_uri or settings.store_dir / "lance")
+        else:
+            vectors = overrides.pop("vector_store")
+        parts: dict[str, Any] = {
+            "tree_store": tree,
+            "vector_store": vectors,
+            "sessions": SessionStore(settings.store_dir / "sessions"),
+            "lock": StoreLock(settings.store_dir, timeout=settings.lock_timeout),
+            "settings": settings,
+        }
+        parts.update(overrides)
+        return cls(**parts)
+
+    def close(self) -> None:
+        """Release store handles."""
+        self.tree.close()
+        self.vectors.close()
+
+    # helpers ------------------------------------------------------------------------------
+    def _collection(self, collection: str | None) -> str:
+        return validate_name("collection", collection or (self.settings.collection if self.settings else
+                                                          DEFAULT_COLLECTION))
+
+    def _session(self, session: str | None) -> str:
+        return validate_name("session", session or (self.settings.session if self.settings else DEFAULT_SESSION))
+
+    def _require_collection(self, name: str) -> CollectionInfo:
+        info = self.tree.get_collection(name)
+        if info is None:
+            known = ", ".join(c.name for c in self.tree.list_collections()) or "none yet"
+            raise NotFoundError(
+                f"no collection named {name!r} (collections: {known})",
+                hint="ingest documents first: `kt ingest PATH`",
+            )
+        return info
+
+    def embedder_for(self, collection: str) -> Embedder:
+        """The embedder matching the collection's recorded one."""
+        info = self._require_collection(collection)
+        from .embedders import canonical_name, get_embedder
+
+        if self._embedder is not None:
+            if canonical_name(self._embedder.name) != info.embedder:
+                raise EmbeddingError(
+                    f"collection {collection!r} was embedded with {info.embedder}, not {self._embedder.name}",
+                    hint=f"use --embedder {info.embedder} or another collection",
+                )
+            return self._embedder
+        factory = self._embedder_factory or get_embedder
+        self._embedder = factory(info.embedder)
+        return self._embedder
+
+    def _with_lock(self) -> Any:
+        from contextlib import nullcontext
+
+        return self.lock if self.lock is not None else nullcontext()
+
+    def _resolve_under(self, collection: str, under: str | None) -> list[str] | None:
+        if not under or not split_path(under):
+            return None
+        if self.tree.get_node(collection, under) is None:
+            raise NotFoundError(f"no category {under!r} in collection {collection!r}",
+                                hint="`kt browse` lists the categories")
+        return [m.chunk_id for m in self.tree.mappings(collection, under=under)]
+
+    # ingest -------------------------------------------------------------------------------
+    def ingest(
+        self,
+        paths: Sequence[str],
+        *,
+        collection: str | None = None,
+        embedder: str | None = None,
+        skip_invalid: bool = False,
+        prune: bool = False,
+        stdin: IO[str] | None = None,
+        progress: ProgressFn = _noop_progress,
+        message: MessageFn = _noop_message,
+    ) -> IngestReport:
+        """Add or update chunks from files, directories or stdin (``-``); see DESIGN §3.
+
+        Input is fully validated before anything is written; each upsert batch commits atomically,
+        so a killed ingest resumes on re-run without re-embedding what already landed.
+        """
+        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
+        from .ingest import read_inputs, require_valid
+
+        started = time.perf_counter()
+        name = self._collection(collection)
+        batch = read_inputs(paths, stdin=stdin)
+        require_valid(batch, skip_invalid)
+        for problem in batch.problems:
+            message(f"skipped: {problem}")
+        info = self.tree.get_collection(name)
+        wanted = canonical_name(embedder) if embedder else None
+        if info is not None and wanted and wanted != info.embedder:
+            raise EmbeddingError(
+                f"collection {name!r} was embedded with {info.embedder}, not {wanted}",
+                hint="drop --embedder, or ingest into another collection with -c NAME",
+            )
+        if self._embedder is not None and (wanted is None or canonical_name(self._embedder.name) == wanted):
+            model = self._embedder
+        else:
+            model = (self._embedder_factory or get_embedder)(wanted or (info.embedder if info else DEFAULT_EMBEDDER))
+            self._embedder = model
+        with self._with_lock():
+            if info is None:
+                info = self.tree.ensure_collection(
+                    CollectionInfo(name=name, embedder=canonical_name(model.name), dimension=model.dimension)
+                )
+            stored = self.vectors.fingerprints(name)
+            todo = [c for c in batch.chunks if stored.get(c.chunk_id, ("", ""))[0] != c.content_hash]
+            added = sum(1 for c in todo if c.chunk_id not in stored)
+            updated = len(todo) - added
+            unchanged = len(batch.chunks) - len(todo)
+            removed: list[str] = []
+            if prune:
+                incoming = {c.chunk_id for c in batch.chunks}
+                removed = [i for i, (_, f) in stored.items() if f in batch.files and i not in incoming]
+            order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
+            todo = [todo[i] for i in order]
+            done = 0
+            progress("embedding", 0, len(todo))
+            for start in range(0, len(todo), UPSERT_BATCH):
+                part = todo[start : start + UPSERT_BATCH]
+                vectors = model.embed_documents(
+                    [f"{c.title}\n{c.text}" if c.title else c.text for c in part],
+                    progress=lambda n, _base=done: progress("embedding", _base + n, len(todo)),
+                )
+                self.vectors.upsert(name, part, vectors)
+                done += len(part)
+                progress("embedding", done, len(todo))
+            if removed:
+                self.vectors.delete(name, removed)
+                self.tree.apply(name, [], [], remove=removed)
+            if todo or removed:
+                message("updating full-text index…")
+                refresh = getattr(self.vectors, "refresh_indexes", None)
+                if refresh is not None:
+                    refresh(name)
+        return IngestReport(
+            collection=name,
+            added=added,
+            updated=updated,
+            unchanged=unchanged,
+            deleted=len(removed),
+            total=self.vectors.count(name),
+            embedded=len(todo),
+            skipped=len(batch.problems),
+            problems=batch.problems,
+            embedder=info.embedder,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+
+    # build --------------------------------------------------------------------------------
+    def build(
+        self,
+        *,
+        collection: str | None = None,
+        builder: str = "auto",
+        llm: LLMClient | None = None,
+        rebuild: bool = False,
+        dry_run: bool = False,
+        concurrency: int | None = None,
+        progress: ProgressFn = _noop_progress,
+        message: MessageFn = _noop_message,
+    ) -> Any:
+        """Build or extend the collection's tree; returns a ``BuildReport``."""
+        from .build.runner import run_build
+
+        name = self._collection(collection)
+        self._require_collection(name)
+        client = llm or self.llm
+        if builder not in ("auto", "llm", "cluster"):
+            raise ConfigError(f"unknown builder {builder!r}", hint="use auto, llm or cluster")
+        if builder == "llm" and client is None:
+            raise ConfigError("the llm builder needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL")
+        chosen = "llm" if builder == "llm" or (builder == "auto" and client is not None) else "cluster"
+        with self._with_lock():
+            return run_build(
+                self,
+                name,
+                builder=chosen,
+                llm=client,
+                rebuild=rebuild,
+                dry_run=dry_run,
+                concurrency=concurrency or (self.settings.concurrency if self.settings else 4),
+                progress=progress,
+                message=message,
+            )
+
+    # explore: browse ----------------------------------------------------------------------
+    def browse(self, path: str = ROOT, *, collection: str | None = None, depth: int = 1) -> BrowseResult:
+        """Children of ``path`` with counts; at a leaf, its chunks' snippets (never text)."""
+        name = self._collection(collection)
+        self._require_collection(name)
+        segments = split_path(path)
+        if segments:
+            node = self.tree.get_node(name, path)
+            if node is None:
+                raise NotFoundError(f"no category {path!r} in collection {name!r}",
+                                    hint="`kt browse` lists the top categories")
+            normalized, description, count = node.path, node.description, node.chunk_count
+        else:
+            normalized, description = ROOT, ""
+            count = sum(n.chunk_count for n in self.tree.children(name, None))
+        children: list[NodeSummary] = []
+        frontier = [normalized if segments else None]
+        for _ in range(max(1, depth)):
+            next_frontier = []
+            for parent in frontier:
+                for node in self.tree.children(name, parent):
+                    children.append(NodeSummary(path=node.path, name=node.name, description=node.description,
+                                                level=node.level, chunk_count=node.chunk_count))
+                    next_frontier.append(node.path)
+            frontier = next_frontier
+        chunks: list[ChunkLead] = []
+        if segments and not any(c.level == len(segments) + 1 for c in children):
+            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet)
+                      for m in self.tree.mappings(name, under=normalized) if m.path == normalized]
+        children.sort(key=lambda c: c.path)
+        return BrowseResult(collection=name, path=normalized, description=description, chunk_count=count,
+                            children=children, chunks=chunks)
+
+    # explore: search / grep ---------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        collection: str | None = None,
+        k: int = 5,
+        under: str | None = None,
+        mode: str = "semantic",
+        min_score: float | None = None,
+    ) -> SearchResult:
+        """Search by meaning (``semantic``), or fuse it with BM25 (``hybrid``); snippets only."""
+        name = self._collection(collection)
+        if mode not in SEARCH_MODES:
+            raise ConfigError(f"unknown search mode {mode!r}", hint="use semantic or hybrid")
+        if not query.strip():
+            raise ConfigError("empty query", hint="give a question or some words to search for")
+        if k < 1:
+            raise ConfigError(f"-k must be at least 1, got {k}")
+        within = self._resolve_under(name, under)
+        if mode == "keyword":
+            scored = self.vectors.keyword_search(name, query, k, within=within)
+        else:
+            embedder = self.embedder_for(name)
+            vector = embedder.embed_query(query)
+            if mode == "semantic":
+                scored = self.vectors.vector_search(name, vector, k, within=within)
+            else:
+                depth = max(FUSION_DEPTH, k)
+                dense = self.vectors.vector_search(name, vector, depth, within=within)
+                sparse = self.vectors.keyword_search(name, query, depth, within=within)
+                scored = fuse(dense, sparse)[:k]
+        if min_score is not None:
+            scored = [s for s in scored if s.score >= min_score]
+        return SearchResult(collection=name, query=query, mode=mode, under=under,
+                            hits=self._hits(name, scored))
+
+    def grep(
+        self,
+        terms: str | Sequence[str],
+        *,
+        collection: str | None = None,
+        k: int = 5,
+        under: str | None = None,
+        regex: bool = False,
+        min_score: float | None = None,
+    ) -> SearchResult:
+        """Keyword search (BM25 over title + text), or a regular-expression match; snippets only."""
+        import re
+
+        from .textutil import keyword_query
+
+        name = self._collection(collection)
+        self._require_collection(name)
+        if k < 1:
+            raise ConfigError(f"-k must be at least 1, got {k}")
+        within = self._resolve_under(name, under)
+        if regex:
+            pattern = terms if isinstance(terms, str) else " ".join(terms)
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"bad regular expression {pattern!r}: {exc}", hint="escape special characters") from exc
+            scored, query = self.vectors.regex_search(name, pattern, k, within=within), pattern
+        else:
+            query = keyword_query(list(terms) if not isinstance(terms, str) else terms)
+            if not query:
+                raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
+            scored = self.vectors.keyword_search(name, query, k, within=within)
+        if min_score is not None:
+            scored = [s for s in scored if s.score >= min_score]
+        return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
+                            hits=self._hits(name, scored))
+
+    def _hits(self, collection: str, scored: Sequence[ScoredId]) -> list[Hit]:
+        if not scored:
+            return []
+        ids = [s.chunk_id for s in scored]
+        mapped = {m.chunk_id: m for m in self.tree.mappings(collection, chunk_ids=ids)}
+        missing = [i for i in ids if i not in mapped]
+        loose = {c.chunk_id: c for c in self.vectors.get(collection, missing)} if missing else {}
+        hits = []
+        for s in scored:
+            if s.chunk_id in mapped:
+                m = mapped[s.chunk_id]
+                hits.append(Hit(chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, score=round(s.score, 6),
+                                doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index))
+            elif s.chunk_id in loose:
+                from .build.snippets import make_snippet
+
+                c = loose[s.chunk_id]
+                hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),
+                                score=round(s.score, 6), doc_id=c.doc_id, file_name=c.file_name,
+                                chunk_index=c.chunk_index))
+        return hits
+
+    # explore: read ------------------------------------------------------------------------
+    def read(
+        self,
+        chunk_ids: Sequence[str],
+        *,
+        collection: str | None = None,
+        session: str | None = None,
+        force: bool = False,
+    ) -> ReadResult:
+        """Full text of chunks; repeats within the session come back ``already_read`` without text."""
+        name = self._collection(collection)
+        session_name = self._session(session)
+        ids = [c.strip() for c in chunk_ids if c and c.strip()]
+        if not ids:
+            raise ConfigError("no chunk ids given", hint="copy ids from search, grep or browse output")
+        chunks = {c.chunk_id: c for c in self.vectors.get(name, ids)}
+        unknown = [i for i in ids if i not in chunks]
+        if unknown:
+            self._require_collection(name)
+            raise NotFoundError(
+                f"no chunk {unknown[0]!r} in collection {name!r}"
+                + (f" (+{len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""),
+                hint="copy ids from search, grep or browse output",
+            )
+        mapped = {m.chunk_id: m for m in self.tree.mappings(name, chunk_ids=ids)}
+        seen = set(self.read_history(collection=name, session=session_name))
+        out: list[ReadChunk] = []
+        newly: list[str] = []
+        for chunk_id in dict.fromkeys(ids):
+            c = chunks[chunk_id]
+            repeat = chunk_id in seen and not force
+            out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
+                                 text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
+                                 file_name=c.file_name, chunk_index=c.chunk_index, title=c.title))
+            if not repeat and chunk_id not in seen:
+                newly.append(chunk_id)
+        if newly:
+            if self.sessions is not None:
+                self.sessions.mark_read(session_name, name, newly)
+            else:
+                self._memory_reads.setdefault((session_name, name), []).extend(newly)
+        return ReadResult(collection=name, session=session_name, chunks=out)
+
+    def read_history(self, *, collection: str | None = None, session: str | None = None) -> list[str]:
+        """Chunk ids read so far in the session (oldest first)."""
+        name, session_name = self._collection(collection), self._session(session)
+        if self.sessions is not None:
+            return self.sessions.read_ids(session_name, name)
+        return list(self._memory_reads.get((session_name, name), []))
+
+    def reset_session(self, *, collection: str | None = None, session: str | None = None) -> bool:
+        """Forget what the session read (in one collection when given)."""
+        session_name = self._session(session)
+        if self.sessions is not None:
+            return self.sessions.reset(session_name, collection)
+        keys = [k for k in self._memory_reads if k[0] == session_name and (collection is None or k[1] == collection)]
+        for key in keys:
+            del self._memory_reads[key]
+        return bool(keys)
+
+    # status -------------------------------------------------------------------------------
+    def status(self, *, collection: str | None = None) -> StatusReport:
+        """Counts, embedder, tree coverage and staleness per collection."""
+        infos = self.tree.list_collections()
+        if collection:
+            infos = [self._require_collection(self._collection(collection))]
+        rows = []
+        for info in infos:
+            stored = self.vectors.fingerprints(info.name)
+            mapped_hashes = self.tree.mapping_hashes(info.name)
+            mapped = sum(1 for i in mapped_hashes if i in stored)
+            stale = any(stored[i][0] != h for i, h in mapped_hashes.items() if i in stored) or len(mapped_hashes) != mapped
+            rows.append(CollectionStatus(
+                name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
+                nodes=len(self.tree.nodes(info.name)), embedder=info.embedder, dimension=info.dimension,
+                stale=stale or mapped < len(stored), builder=info.builder))
+        store = str(self.settings.store_dir) if self.settings else "(memory)"
+        return StatusReport(store=store, collections=rows)
+
+
+def fuse(dense: Sequence[ScoredId], sparse: Sequence[ScoredId], weight: float = 0.5) -> list[ScoredId]:
+    """Convex combination of min-max normalised score lists (a missing score counts as 0)."""
+
+    def normalise(items: Sequence[ScoredId]) -> dict[str, float]:
+        if not items:
+            return {}
+        scores = [s.score for s in items]
+        low, high = min(scores), max(scores)
+        span = high - low
+        return {s.chunk_id: (s.score - low) / span if span > 0 else 1.0 for s in items}
+
+    d, s = normalise(dense), normalise(sparse)
+    combined = {i: weight * d.get(i, 0.0) + (1 - weight) * s.get(i, 0.0) for i in {*d, *s}}
+    return [ScoredId(i, v) for i, v in sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))]
