@@ -111,7 +111,7 @@ def load_settings(
     general = file_cfg.get("knowtology", file_cfg)
 
     def pick(flag: Any, env_key: str, cfg_key: str, default: Any = None) -> Any:
-        if flag not in (None, ""):
+        if flag is not None:
             return flag
         if env.get(env_key):
             return env[env_key]

@@ -36,10 +36,15 @@ def content_hash(text: str, title: str = "", metadata: dict[str, Any] | None = N
 
 @dataclass
 class InputBatch:
-    """Chunks read from all inputs, the files they came from, and the problems found."""
+    """Chunks read from all inputs, the files they came from, and the problems found.
+
+    ``scopes`` are the file-name prefixes of directory inputs (``dirname/``): with ``--prune`` a
+    stored document under a scope whose file is gone is deleted too.
+    """
 
     chunks: list[Chunk] = field(default_factory=list)
     files: set[str] = field(default_factory=set)
+    scopes: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
 
@@ -69,12 +74,14 @@ def read_inputs(
             continue
         if path.is_dir():
             files = sorted(_walk(path, batch))
+            prefix = path.resolve().name
+            batch.scopes.add(prefix + "/")
             if not files:
                 batch.problems.append(
                     f"{raw}: no .md, .markdown, .txt, .rst or .jsonl files found — point at documents or chunk files"
                 )
             for file in files:
-                _read_file(file, file.relative_to(path).as_posix(), batch, max_tokens, target_tokens)
+                _read_file(file, f"{prefix}/{file.relative_to(path).as_posix()}", batch, max_tokens, target_tokens)
         else:
             _read_file(path, path.name if path.is_absolute() else path.as_posix(), batch, max_tokens, target_tokens)
     return batch

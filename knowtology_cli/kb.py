@@ -230,7 +230,10 @@ class KnowledgeBase:
             removed: list[str] = []
             if prune:
                 incoming = {c.chunk_id for c in batch.chunks}
-                removed = [i for i, (_, f) in stored.items() if f in batch.files and i not in incoming]
+                removed = [
+                    i for i, (_, f) in stored.items()
+                    if i not in incoming and (f in batch.files or any(f.startswith(p) for p in batch.scopes))
+                ]
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0

@@ -21,7 +21,10 @@ SessionOpt = Annotated[str | None, typer.Option("--session", help="Read-history 
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    stream = sys.stderr if stderr else sys.stdout
+    # pipes and CI logs get wide lines instead of 80-column ellipses
+    width = None if stream.isatty() else 200
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def settings(store: str | None, collection: str | None, session: str | None = None, **extra: Any) -> Any:

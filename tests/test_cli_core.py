@@ -1,0 +1,183 @@
+"""End-to-end CLI tests of the core contract (DESIGN §4) on real LanceDB + SQLite in tmp dirs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DOCS
+
+COMMANDS = ["ingest", "build", "browse", "search", "grep", "read", "status", "session"]
+
+
+def _json(result) -> dict:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(cli, command: str) -> None:
+    result = cli(command, "--help")
+    assert result.exit_code == 0
+    assert "Usage" in result.stdout and len(result.stdout.splitlines()) > 4
+
+
+def test_ingest_json_summary_and_idempotent_reingest(cli, docs_dir: Path, store_dir: Path) -> None:
+    first = _json(cli("ingest", docs_dir, "--store", store_dir, "--embedder", "hash", "--json"))
+    assert {"collection", "added", "updated", "unchanged", "deleted", "total"} <= first.keys()
+    assert first["added"] == first["total"] == first["embedded"] > len(DOCS) - 1
+    again = _json(cli("ingest", docs_dir, "--store", store_dir, "--json"))
+    assert again["embedded"] == 0 and again["added"] == 0 and again["unchanged"] == first["total"]
+
+
+def test_changing_one_document_reembeds_only_its_chunks(cli, docs_dir: Path, store_dir: Path) -> None:
+    _json(cli("ingest", docs_dir, "--store", store_dir, "--embedder", "hash", "--json"))
+    target = docs_dir / "engineering" / "oncall.md"
+    target.write_text(target.read_text().replace("5 minutes", "10 minutes"))
+    report = _json(cli("ingest", docs_dir, "--store", store_dir, "--json"))
+    assert report["updated"] == 1 and report["added"] == 0 and report["embedded"] == 1
+
+
+def test_prune_deletes_chunks_of_vanished_sections(cli, docs_dir: Path, store_dir: Path) -> None:
+    _json(cli("ingest", docs_dir, "--store", store_dir, "--embedder", "hash", "--json"))
+    (docs_dir / "policies" / "refunds.md").unlink()
+    kept = _json(cli("ingest", docs_dir, "--store", store_dir, "--json"))
+    pruned = _json(cli("ingest", docs_dir, "--store", store_dir, "--json", "--prune"))
+    assert kept["deleted"] == 0
+    assert pruned["deleted"] >= 1 and pruned["total"] == kept["total"] - pruned["deleted"]
+
+
+def test_build_maps_every_chunk_and_browse_walks_to_leaf(cli, docs_dir: Path, store_dir: Path) -> None:
+    ingest = _json(cli("ingest", docs_dir, "--store", store_dir, "--embedder", "hash", "--json"))
+    report = _json(cli("build", "--builder", "cluster", "--store", store_dir, "--json"))
+    for key in ("builder", "nodes", "mapped", "unmapped", "llm_calls", "input_tokens", "output_tokens", "cost_usd"):
+        assert key in report
+    assert report["mapped"] == ingest["total"] and report["unmapped"] == 0 and report["llm_calls"] == 0
+    root = _json(cli("browse", "--store", store_dir, "--json"))
+    assert root["path"] == "root" and root["children"]
+    assert sum(c["chunk_count"] for c in root["children"]) == ingest["total"]
+    path = root["children"][0]["path"]
+    while True:
+        node = _json(cli("browse", path, "--store", store_dir, "--json"))
+        if not node["children"]:
+            break
+        path = node["children"][0]["path"]
+    assert node["chunks"] and all({"chunk_id", "snippet"} == set(c) for c in node["chunks"])
+
+
+def test_search_and_grep_return_snippets_not_text(cli, built_store: Path) -> None:
+    for args in (("search", "refund for spoiled food"), ("grep", "48 hours, refund"),
+                 ("search", "promote replica", "--mode", "hybrid")):
+        payload = _json(cli(*args, "--store", built_store, "--json", "-k", "3"))
+        assert payload["query"] and payload["hits"]
+        for hit in payload["hits"]:
+            assert {"chunk_id", "path", "snippet", "score", "doc_id", "file_name", "chunk_index"} <= hit.keys()
+            assert "text" not in hit
+            full = next(t for t in DOCS.values() if hit["snippet"].rstrip("…").split(" ")[-1] in t)
+            assert len(hit["snippet"]) < len(full)
+
+
+def test_grep_finds_exact_keyword_first(cli, built_store: Path) -> None:
+    payload = _json(cli("grep", "PagerDuty", "--store", built_store, "--json"))
+    assert payload["hits"][0]["file_name"] == "docs/engineering/oncall.md"
+    regex = _json(cli("grep", r"pgctl\s+promote", "--regex", "--store", built_store, "--json"))
+    assert [h["file_name"] for h in regex["hits"]] == ["docs/engineering/failover.md"]
+
+
+def test_under_scopes_search_to_a_subtree(cli, built_store: Path) -> None:
+    root = _json(cli("browse", "--store", built_store, "--json"))
+    branch = root["children"][0]["path"]
+    payload = _json(cli("search", "anything at all", "--under", branch, "-k", "50", "--store", built_store, "--json"))
+    assert payload["hits"] and all(h["path"] == branch or h["path"].startswith(branch + "/") for h in payload["hits"])
+    missing = cli("search", "x", "--under", "No/Such/Path", "--store", built_store)
+    assert missing.exit_code == 1 and "no category" in missing.stderr
+
+
+def test_read_twice_reports_already_read(cli, built_store: Path) -> None:
+    hit = _json(cli("grep", "PagerDuty", "--store", built_store, "--json"))["hits"][0]
+    first = _json(cli("read", hit["chunk_id"], "--store", built_store, "--json"))["chunks"][0]
+    assert first["already_read"] is False and "PagerDuty" in first["text"]
+    second = _json(cli("read", hit["chunk_id"], "--store", built_store, "--json"))["chunks"][0]
+    assert second["already_read"] is True and second["text"] is None
+    human = cli("read", hit["chunk_id"], "--store", built_store)
+    assert "(already read — skip)" in human.stdout
+    forced = _json(cli("read", hit["chunk_id"], "--force", "--store", built_store, "--json"))["chunks"][0]
+    assert forced["text"] == first["text"]
+    other = _json(cli("read", hit["chunk_id"], "--session", "other", "--store", built_store, "--json"))
+    assert other["chunks"][0]["already_read"] is False
+    listed = _json(cli("session", "list", "--store", built_store, "--json"))
+    assert {s["name"] for s in listed["sessions"]} == {"default", "other"}
+    shown = _json(cli("session", "show", "--store", built_store, "--json"))
+    assert shown["read"] == [hit["chunk_id"]]
+    cli("session", "reset", "--store", built_store)
+    again = _json(cli("read", hit["chunk_id"], "--store", built_store, "--json"))["chunks"][0]
+    assert again["already_read"] is False
+
+
+def test_read_unknown_chunk_is_a_clear_error(cli, built_store: Path) -> None:
+    result = cli("read", "nope#1", "--store", built_store)
+    assert result.exit_code == 1 and "no chunk 'nope#1'" in result.stderr and "Hint" in result.stderr
+
+
+def test_malformed_jsonl_changes_nothing(cli, built_store: Path, tmp_path: Path) -> None:
+    before = cli("status", "--store", built_store, "--json").stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine", "chunk_id": "a"}\n{"text": broken}\n')
+    result = cli("ingest", bad, "--store", built_store)
+    assert result.exit_code == 1
+    assert f"{bad.name}:2: invalid JSON" in result.stderr
+    assert cli("status", "--store", built_store, "--json").stdout == before
+    skipped = _json(cli("ingest", bad, "--skip-invalid", "--store", built_store, "--json"))
+    assert skipped["added"] == 1 and skipped["skipped"] == 1 and "bad.jsonl:2" in skipped["problems"][0]
+
+
+def test_status_counts_and_staleness(cli, built_store: Path, docs_dir: Path) -> None:
+    status = _json(cli("status", "--store", built_store, "--json"))
+    (col,) = status["collections"]
+    assert {"name", "chunks", "mapped", "unmapped", "nodes", "embedder"} <= col.keys()
+    assert col["unmapped"] == 0 and col["mapped"] == col["chunks"] and col["embedder"] == "hash"
+    extra = docs_dir / "new.md"
+    extra.write_text("# Gift cards\n\nGift cards never expire and can be topped up in the app.\n")
+    cli("ingest", extra, "--store", built_store)
+    col = _json(cli("status", "--store", built_store, "--json"))["collections"][0]
+    assert col["unmapped"] == 1 and col["stale"] is True
+    report = _json(cli("build", "--store", built_store, "--json"))
+    assert report["builder"] == "cluster" and report["unmapped"] == 0
+
+
+def test_bad_names_are_refused(cli, store_dir: Path, docs_dir: Path) -> None:
+    for bad in ("../escape", "a/b", "", "x" * 65):
+        result = cli("ingest", docs_dir, "-c", bad, "--store", store_dir, "--embedder", "hash")
+        assert result.exit_code == 1 and "invalid collection name" in result.stderr
+    assert not store_dir.exists() or not any(store_dir.parent.glob("escape*"))
+
+
+def test_embedder_mismatch_is_a_clear_error(cli, built_store: Path, docs_dir: Path) -> None:
+    result = cli("ingest", docs_dir, "--embedder", "hash:32", "--store", built_store)
+    assert result.exit_code == 1 and "was embedded with hash" in result.stderr
+
+
+def _modules_after(args: list[str], store: Path) -> set[str]:
+    code = (
+        "import sys\n"
+        "from knowtology_cli.cli.app import app\n"
+        "try:\n"
+        f"    app({args!r} + ([] if {args!r} == ['--help'] else ['--store', {str(store)!r}]), standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES:' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('lancedb', 'openai', 'anthropic', 'onnxruntime', 'torch'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("MODULES:"))
+    return set(line.removeprefix("MODULES:").split())
+
+
+@pytest.mark.parametrize("args", [["--help"], ["browse"], ["grep", "refund"], ["read", "docs/policies/refunds.md#0"],
+                                  ["status"]])
+def test_fast_commands_do_not_import_heavy_modules(built_store: Path, args: list[str]) -> None:
+    assert _modules_after(args, built_store) == set()
