@@ -5,11 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..models import Category, Chunk, ChunkMapping, TreeNode
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
 from .base import ScoredId, VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 os.environ.setdefault("LANCE_LOG", "error")
@@ -161,6 +162,7 @@ class LanceVectorStore(VectorStore):
     def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not chunks:
             return
+        import numpy as np
         import pyarrow as pa
 
         dimension = int(vectors.shape[1])
@@ -293,6 +295,8 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None or k <= 0 or (within is not None and not within):
             return []
+        import numpy as np
+
         dimension = ds.schema.field("vector").type.list_size
         if len(vector) != dimension:
             raise EmbeddingError(
