@@ -515,6 +515,19 @@ class KnowledgeBase:
         return StatusReport(store=store, collections=rows)
 
 
+def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> LLMClient:
+    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs and profile overrides from settings."""
+    from .llm import get_llm, parse_spec
+
+    provider, _ = parse_spec(spec)
+    key = url = None
+    if settings is not None:
+        key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
+        url = settings.openai_base_url if provider == "openai" else settings.anthropic_base_url
+    overrides = settings.profiles if settings is not None else None
+    return get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
+
+
 def fuse(dense: Sequence[ScoredId], sparse: Sequence[ScoredId], weight: float = 0.5) -> list[ScoredId]:
     """Convex combination of min-max normalised score lists (a missing score counts as 0)."""
 

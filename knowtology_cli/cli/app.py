@@ -77,9 +77,9 @@ def build(
         client = None
         spec = llm or (kb.settings.llm if builder != "cluster" else None)
         if spec and builder != "cluster":
-            from ..llm import get_llm
+            from ..kb import llm_from_settings
 
-            client = get_llm(spec, settings=kb.settings)
+            client = llm_from_settings(spec, kb.settings)
         with StderrProgress() as bar:
             report = kb.build(builder=builder, llm=client, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
                               progress=bar.update, message=bar.message)
