@@ -1,0 +1,55 @@
+"""LangChain: the four tools as ``StructuredTool``s named ``km_*`` with typed arguments.
+
+Each tool returns the compact agent text as its content and the typed record
+(``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
+back to the agent as ``Error: ...`` text instead of ending the run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from knowtology_cli.errors import KnowtologyError
+from knowtology_cli.tools import TOOLS, ToolDef, error_text
+
+from . import require
+
+if TYPE_CHECKING:
+    from knowtology_cli.tools import KnowledgeMapTools
+
+
+def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> list[Any]:
+    """``StructuredTool``s for ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
+
+    Args:
+        tools: the shared tool layer.
+        session: read-history session for ``km_read_chunks`` (default: the tools' session).
+    """
+    require("langchain_core", "langchain", "the LangChain integration")
+    return [_structured_tool(tools, spec, session) for spec in TOOLS]
+
+
+def _structured_tool(tools: KnowledgeMapTools, spec: ToolDef, session: str | None) -> Any:
+    import asyncio
+
+    from langchain_core.tools import StructuredTool, ToolException
+
+    def run(**kwargs: Any) -> tuple[str, dict[str, Any]]:
+        try:
+            out = tools.run(spec.name, kwargs, session=session)
+        except KnowtologyError as exc:
+            raise ToolException(error_text(exc)) from exc
+        return out.text, out.result.model_dump(mode="json")
+
+    async def arun(**kwargs: Any) -> tuple[str, dict[str, Any]]:
+        return await asyncio.to_thread(run, **kwargs)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=spec.name,
+        description=spec.description,
+        args_schema=spec.args,
+        response_format="content_and_artifact",
+        handle_tool_error=True,
+    )

@@ -1,0 +1,78 @@
+"""LangChain: four typed StructuredTools driven the way a tool-calling agent drives them."""
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from _agent_fixtures import agent_store, agent_store_copy, leaf_with_chunks  # noqa: E402,F401
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+
+from knowtology_cli import KnowledgeMapTools  # noqa: E402
+from knowtology_cli.render import ALREADY_READ  # noqa: E402
+
+NAMES = ["km_browse_tree", "km_search_chunks", "km_search_keyword", "km_read_chunks"]
+
+
+@pytest.fixture()
+def lc_tools(agent_store_copy):
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="lc")
+    yield {t.name: t for t in tools.get_langchain_tools()}
+    tools.close()
+
+
+def _run_calls(tools: dict, message: AIMessage) -> list[ToolMessage]:
+    """What an agent executor does with a model's tool-calling message."""
+    return [tools[call["name"]].invoke(call) for call in message.tool_calls]
+
+
+def test_names_descriptions_and_typed_arguments(lc_tools) -> None:
+    assert list(lc_tools) == NAMES
+    search = lc_tools["km_search_chunks"]
+    assert "km_read_chunks" in search.description
+    props = search.tool_call_schema.model_json_schema()["properties"]
+    assert set(props) == {"query", "top_k", "under"}
+    assert lc_tools["km_read_chunks"].tool_call_schema.model_json_schema()["properties"]["chunk_ids"]["type"] == "array"
+
+
+def test_agent_style_exploration(lc_tools, agent_store_copy) -> None:
+    leaf, ids = leaf_with_chunks(agent_store_copy)
+    step1 = AIMessage(content="", tool_calls=[
+        {"name": "km_browse_tree", "args": {"path": "root"}, "id": "c1"},
+        {"name": "km_browse_tree", "args": {"path": leaf}, "id": "c2"},
+        {"name": "km_search_chunks", "args": {"query": "refund within 7 days", "top_k": 3}, "id": "c3"},
+        {"name": "km_search_keyword", "args": {"keywords": "password, characters"}, "id": "c4"},
+    ])
+    browse_root, browse_leaf, search, keyword = _run_calls(lc_tools, step1)
+    assert all(isinstance(m, ToolMessage) and m.status == "success" for m in (browse_root, browse_leaf, search, keyword))
+    assert browse_root.content.startswith("root (") and "[Category]" in browse_root.content
+    assert f"[{ids[0]}]" in browse_leaf.content
+    assert search.tool_call_id == "c3" and len(search.content.splitlines()) == 3
+    assert search.artifact["hits"][0]["chunk_id"] in search.content
+    assert "security.md#" in keyword.content.splitlines()[0]
+    first = keyword.artifact["hits"][0]["chunk_id"]
+    step2 = AIMessage(content="", tool_calls=[
+        {"name": "km_read_chunks", "args": {"chunk_ids": [first]}, "id": "r1"},
+        {"name": "km_read_chunks", "args": {"chunk_ids": [first]}, "id": "r2"},
+    ])
+    read, again = _run_calls(lc_tools, step2)
+    assert "14 characters" in read.content
+    assert read.artifact["chunks"][0]["text"]
+    assert again.content == f"[{first}] {ALREADY_READ}"
+
+
+def test_errors_come_back_as_tool_messages(lc_tools) -> None:
+    call = {"name": "km_browse_tree", "args": {"path": "No/Such/Place"}, "id": "e1", "type": "tool_call"}
+    msg = lc_tools["km_browse_tree"].invoke(call)
+    assert msg.status == "error" and msg.content.startswith("Error: no category 'No/Such/Place'")
+    # the tool keeps working afterwards
+    assert lc_tools["km_browse_tree"].invoke({"path": "root"}).startswith("root (")
+
+
+def test_async_invocation(lc_tools) -> None:
+    out = asyncio.run(lc_tools["km_search_keyword"].ainvoke({"keywords": "sick leave"}))
+    assert "leave.md#" in out
