@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import render
@@ -23,6 +22,8 @@ from .models import ROOT, BrowseResult, Chunk, ReadResult, SearchResult
 from .stores.base import ScoredId, VectorStore
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .embedders.base import Embedder
     from .kb import KnowledgeBase
     from .stores.base import TreeStore

@@ -1,9 +1,141 @@
-"""CLI commands registered from their own module (filled in by its feature)."""
+"""Agent-facing commands: ``kt repl``, ``kt mcp``, ``kt serve`` and ``kt ask`` (thin shells over ``tools``)."""
 
 from __future__ import annotations
 
+import secrets
+from typing import Annotated, Any
+
 import typer
+
+from .common import CollectionOpt, SessionOpt, StoreOpt, console, handled, settings
+
+TopKOpt = Annotated[int, typer.Option("-k", "--top-k", min=1, max=50, help="Default number of search hits.")]
+
+
+def open_tools(store: str | None, collection: str | None, session: str | None, *, top_k: int = 5,
+               private_prefix: str | None = None, **extra: Any) -> tuple[Any, bool]:
+    """The shared tool layer for the resolved settings, and whether the session is a named one.
+
+    Without ``--session`` / ``KNOWTOLOGY_SESSION`` / a configured session and with a
+    ``private_prefix``, read histories stay in memory (per connection or per run), so nothing is
+    written to the store's sessions.
+    """
+    from knowtology_cli.config import DEFAULT_SESSION
+    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.tools import KnowledgeMapTools
+
+    cfg = settings(store, collection, session, **{k: v for k, v in extra.items() if k in ("embedder", "llm")})
+    named = session is not None or cfg.session != DEFAULT_SESSION or private_prefix is None
+    overrides: dict[str, Any] = {} if named else {"sessions": None}
+    kb = KnowledgeBase.from_settings(cfg, **overrides)
+    if kb.lock is not None:
+        import sys
+
+        kb.lock.on_wait = lambda text: print(text, file=sys.stderr, flush=True)
+    run_session = cfg.session if named else f"{private_prefix}-{secrets.token_hex(4)}"
+    return KnowledgeMapTools(cfg.collection, top_k=top_k, kb=kb, session=run_session), named
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
+
+    @app.command("mcp")
+    def mcp_command(
+        session: SessionOpt = None,
+        top_k: TopKOpt = 5,
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+    ) -> None:
+        """Serve the four tools (km_browse_tree, km_search_chunks, km_search_keyword, km_read_chunks) to MCP clients on stdio.
+
+        Read history is per connection unless --session (or KNOWTOLOGY_SESSION) names a shared one.
+        """
+        from knowtology_cli.integrations.mcp import run_stdio
+
+        with handled():
+            tools, named = open_tools(store, collection, session, top_k=top_k, private_prefix="mcp")
+            run_stdio(tools, session=tools.session if named else None)
+
+    @app.command("serve")
+    def serve_command(
+        host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs KNOWTOLOGY_API_TOKEN.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0 picks a free one).")] = 8765,
+        top_k: TopKOpt = 5,
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+    ) -> None:
+        """Serve the four tools over HTTP (FastAPI): /km/browse, /km/search, /km/keyword, /km/read; docs at /docs.
+
+        Sessions come from the X-Knowtology-Session header (default: the configured session).
+        """
+        from knowtology_cli.integrations.fastapi import serve
+
+        with handled():
+            tools, _ = open_tools(store, collection, None, top_k=top_k)
+            serve(tools, host=host, port=port, token=tools.kb.settings.api_token,
+                  announce=lambda text: console(stderr=True).print(text, markup=False))
+
+    @app.command("repl")
+    def repl_command(
+        session: SessionOpt = None,
+        top_k: TopKOpt = 5,
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+    ) -> None:
+        """Interactive shell over the map: ls, cd, search, grep, read, history (tab completes commands, paths, ids)."""
+        from knowtology_cli.repl import Repl
+
+        from .render import print_browse, print_hits, print_read
+
+        with handled():
+            tools, _ = open_tools(store, collection, session, top_k=top_k)
+            shell = Repl(tools, history_file=tools.kb.settings.store_dir / "repl_history",
+                         show_browse=print_browse, show_hits=print_hits, show_read=print_read)
+        shell.run()
+
+    @app.command("ask")
+    def ask_command(
+        question: Annotated[str, typer.Argument(help="The question to answer from the collection.")],
+        llm: Annotated[str | None, typer.Option(help="Model as PROVIDER:MODEL, e.g. openai:gpt-4o-mini (env KNOWTOLOGY_LLM).")] = None,
+        max_steps: Annotated[int, typer.Option(min=1, help="Stop after this many model turns.")] = 8,
+        session: SessionOpt = None,
+        top_k: TopKOpt = 5,
+        store: StoreOpt = None,
+        collection: CollectionOpt = None,
+    ) -> None:
+        """Answer QUESTION with an agent that browses, searches and reads, citing the chunk ids it used."""
+        from knowtology_cli.agent import ask
+
+        with handled():
+            tools, _ = open_tools(store, collection, session, top_k=top_k, private_prefix="ask", llm=llm)
+            client = _chat_client(tools.kb.settings)
+            result = ask(question, tools, client, max_steps=max_steps, on_step=_print_step)
+        out = console()
+        out.print()
+        out.print(result.answer or "(no answer)", markup=False)
+        out.print(f"\nSources: {', '.join(result.cited) or 'none cited'} · {result.steps_taken} steps, "
+                  f"{result.input_tokens:,} tokens in, {result.output_tokens:,} out, ${result.cost_usd:.4f}",
+                  markup=False, style="dim")
+        if result.stopped:
+            with handled():
+                from knowtology_cli.errors import KnowtologyError
+
+                raise KnowtologyError(f"stopped after {max_steps} steps without a final answer",
+                                      hint="raise --max-steps or ask a narrower question")
+
+
+def _print_step(step: Any) -> None:
+    """One line per tool call as the agent goes: the call, what it returned, its token cost."""
+    args = ", ".join(f"{k}={v!r}" for k, v in step.arguments.items())
+    console(stderr=True).print(
+        f"[bold cyan]→ {step.tool}[/]({args}) [dim]· {step.summary} · step {step.step}: "
+        f"{step.input_tokens:,} in / {step.output_tokens:,} out, ${step.cost_usd:.4f}[/]", highlight=False)
+
+
+def _chat_client(cfg: Any) -> Any:
+    from knowtology_cli.errors import ConfigError
+    from knowtology_cli.kb import llm_from_settings
+
+    if not cfg.llm:
+        raise ConfigError("kt ask needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL (or set KNOWTOLOGY_LLM)")
+    return llm_from_settings(cfg.llm, cfg)

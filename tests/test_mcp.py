@@ -1,0 +1,102 @@
+"""MCP: the SDK's real stdio client launches ``kt mcp`` and calls the four tools."""
+
+from __future__ import annotations
+
+# ruff: noqa: F811
+import asyncio
+import os
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from _agent_fixtures import KT, agent_store, env, leaf_with_chunks  # noqa: E402,F401
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+from knowtology_cli.render import ALREADY_READ  # noqa: E402
+
+NAMES = {"km_browse_tree", "km_search_chunks", "km_search_keyword", "km_read_chunks"}
+
+
+def _params(store, *extra: str, environment: dict | None = None) -> StdioServerParameters:
+    return StdioServerParameters(command=KT, args=["mcp", "--store", str(store), *extra],
+                                 env=environment or env(), cwd=os.getcwd())
+
+
+async def _session_run(params: StdioServerParameters, body):
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+def _text(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+def test_lists_exactly_four_tools_and_calls_each(agent_store) -> None:
+    leaf, ids = leaf_with_chunks(agent_store)
+
+    async def body(session: ClientSession):
+        listed = await session.list_tools()
+        tools = {t.name: t for t in listed.tools}
+        assert set(tools) == NAMES
+        assert "km_read_chunks" in tools["km_search_chunks"].description
+        assert tools["km_search_chunks"].input_schema["required"] == ["query"]
+        assert tools["km_read_chunks"].input_schema["properties"]["chunk_ids"]["type"] == "array"
+
+        root = await session.call_tool("km_browse_tree", {"path": "root"})
+        assert not root.is_error and _text(root).startswith("root (") and "[Category]" in _text(root)
+        at_leaf = await session.call_tool("km_browse_tree", {"path": leaf})
+        assert f"[{ids[0]}]" in _text(at_leaf)
+
+        search = await session.call_tool("km_search_chunks", {"query": "refund within 7 days", "top_k": 2})
+        assert not search.is_error and len(_text(search).splitlines()) == 2
+
+        keyword = await session.call_tool("km_search_keyword", {"keywords": "7 days, refund"})
+        first_line = _text(keyword).splitlines()[0]
+        assert "returns.md#" in first_line
+        chunk_id = first_line[1:first_line.index("]")]
+
+        read = await session.call_tool("km_read_chunks", {"chunk_ids": [chunk_id]})
+        assert not read.is_error and "within 7 days of purchase" in _text(read)
+        again = await session.call_tool("km_read_chunks", {"chunk_ids": [chunk_id]})
+        assert _text(again) == f"[{chunk_id}] {ALREADY_READ}"
+
+        bad = await session.call_tool("km_browse_tree", {"path": "No/Such/Category"})
+        assert bad.is_error and "no category 'No/Such/Category'" in _text(bad)
+        unknown = await session.call_tool("km_read_chunks", {"chunk_ids": ["nope-404"]})
+        assert unknown.is_error and "no chunk 'nope-404'" in _text(unknown)
+        wrong_args = await session.call_tool("km_search_chunks", {"top_k": 3})
+        assert wrong_args.is_error
+        # the server is still alive and answering
+        still = await session.call_tool("km_browse_tree", {})
+        assert not still.is_error and _text(still) == _text(root)
+        return chunk_id
+
+    chunk_id = asyncio.run(_session_run(_params(agent_store), body))
+
+    # a new connection has its own read history; nothing was written to the store's sessions
+    async def second(session: ClientSession):
+        return _text(await session.call_tool("km_read_chunks", {"chunk_ids": [chunk_id]}))
+
+    assert "within 7 days of purchase" in asyncio.run(_session_run(_params(agent_store), second))
+    assert not (agent_store / "sessions").exists() or not any((agent_store / "sessions").glob("*.json"))
+
+
+def test_named_session_is_shared_and_persisted(tmp_path, agent_store) -> None:
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(agent_store, store)
+    _, ids = leaf_with_chunks(store)
+
+    async def read(session: ClientSession):
+        return _text(await session.call_tool("km_read_chunks", {"chunk_ids": ids[:1]}))
+
+    params = _params(store, "--session", "team")
+    assert ALREADY_READ not in asyncio.run(_session_run(params, read))
+    assert asyncio.run(_session_run(params, read)) == f"[{ids[0]}] {ALREADY_READ}"
+    assert (store / "sessions" / "team.json").is_file()
