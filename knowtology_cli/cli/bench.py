@@ -1,9 +1,125 @@
-"""CLI commands registered from their own module (filled in by its feature)."""
+"""`kt bench ...`: benchmarks as a product feature (tables on stdout, --json, PNG plots in --out)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from .common import JsonOpt, emit_json, handled
+
+bench_app = typer.Typer(help="Benchmarks on BEIR-layout collections: retrieval, tokens, speed, tree.",
+                        no_args_is_help=True)
+
+DataDirs = Annotated[list[str], typer.Argument(help="BEIR folders (corpus.jsonl, queries.jsonl, qrels.tsv) or names "
+                                                    "under ../shared/bench-data.")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Directory for JSON results and PNG plots.")]
+LimitOpt = Annotated[int | None, typer.Option("--queries", "--limit", help="Only the first N judged queries (quick runs).")]
+EmbedderOpt = Annotated[str, typer.Option("--embedder", help="Embedder for the scratch stores (local, hash, openai:MODEL).")]
+DEFAULT_OUT = Path("bench-results")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _finish(name: str, result: dict[str, Any], out: Path, as_json: bool, markdown: str) -> None:
+    from knowtology_cli.bench.report import write_json
+
+    path = write_json(out, name, result)
+    if as_json:
+        emit_json(result)
+    else:
+        print(markdown)
+        print(f"\n(results: {path})")
+
+
+@bench_app.command("retrieval")
+def retrieval(
+    data_dirs: DataDirs,
+    embedder: EmbedderOpt = "local",
+    limit: LimitOpt = None,
+    fts_variants: Annotated[bool, typer.Option("--fts-variants", help="Also measure Lance FTS tokenizer options.")] = False,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """nDCG@10, Recall@10/100, MRR@10 and latency of keyword/semantic/hybrid beside BM25, exact dense, fusion."""
+    from knowtology_cli.bench.report import retrieval_markdown
+    from knowtology_cli.bench.retrieval import run_many
+
+    with handled(as_json):
+        result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, fts_variants=fts_variants,
+                          message=_say)
+    _finish("retrieval", result, out, as_json, "\n\n".join(retrieval_markdown(r) for r in result["collections"]))
+
+
+@bench_app.command("tokens")
+def tokens(
+    data_dirs: DataDirs,
+    embedder: EmbedderOpt = "local",
+    limit: LimitOpt = None,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """Token economy (tiktoken o200k_base): full chunks vs snippets-then-read, single turn and sessions."""
+    from knowtology_cli.bench.tokens import run_many, tokens_markdown
+
+    with handled(as_json):
+        result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, message=_say)
+    _finish("tokens", result, out, as_json, tokens_markdown(result))
+
+
+@bench_app.command("speed")
+def speed(
+    data_dir: Annotated[str, typer.Option("--data", help="Collection whose text is used and scaled up.")] = "scifact",
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated chunk counts for warm latency.")] = "10000,100000",
+    ann: Annotated[bool, typer.Option("--ann/--no-ann", help="Also measure a LanceDB ANN vector index.")] = True,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cold CLI start-up vs `python -c pass`, ingest vs bare embedder, warm latency at scale, peak RSS."""
+    from knowtology_cli.bench.speed import run_speed, speed_markdown
+
+    with handled(as_json):
+        result = run_speed(data_dir, sizes=[int(s) for s in sizes.split(",") if s.strip()], ann=ann, out_dir=out,
+                           message=_say)
+    _finish("speed", result, out, as_json, speed_markdown(result))
+
+
+@bench_app.command("tree")
+def tree(
+    data_dir: Annotated[str, typer.Argument(help="BEIR folder (or name) whose tree is judged.")] = "cacm",
+    labels: Annotated[Path | None, typer.Option("--labels", help="TSV with doc_id, codes, l1, l2, l3 (default: DATA_DIR/labels.tsv).")] = None,
+    embedder: EmbedderOpt = "local",
+    llm: Annotated[str | None, typer.Option("--llm", help="Also judge the LLM builder with PROVIDER:MODEL.")] = None,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """Agreement (NMI, ARI per level) of built trees with a gold taxonomy, and the tree's shape."""
+    from knowtology_cli.bench.tree import run_tree, tree_markdown
+
+    with handled(as_json):
+        result = run_tree(data_dir, labels=labels, embedder=embedder, llm=llm, out_dir=out, message=_say)
+    _finish("tree", result, out, as_json, tree_markdown(result))
+
+
+@bench_app.command("all")
+def all_(
+    embedder: EmbedderOpt = "local",
+    quick: Annotated[bool, typer.Option("--quick", help="Small collections and sizes only (a few minutes).")] = False,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """The default set behind `make bench` (≈15 min on 2 cores once the stores are cached)."""
+    from knowtology_cli.bench.suite import run_all, suite_markdown
+
+    with handled(as_json):
+        result = run_all(embedder=embedder, quick=quick, out_dir=out, message=_say)
+    _finish("all", result, out, as_json, suite_markdown(result))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``kt bench`` to ``app``."""
+    app.add_typer(bench_app, name="bench")
