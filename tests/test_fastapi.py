@@ -1,0 +1,138 @@
+"""FastAPI: ``kt serve`` answers the four routes over real HTTP; public binds need a token."""
+
+from __future__ import annotations
+
+# ruff: noqa: F811
+import socket
+import subprocess
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from _agent_fixtures import KT, agent_store, agent_store_copy, env, kt, leaf_with_chunks  # noqa: E402,F401
+
+from knowtology_cli.render import ALREADY_READ  # noqa: E402
+
+ROUTES = {
+    "/km/browse": {"path": "root"},
+    "/km/search": {"query": "refund within 7 days", "top_k": 2},
+    "/km/keyword": {"keywords": "7 days, refund"},
+    "/km/read": {"chunk_ids": ["docs/returns.md#0"]},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, store, *args: str, token: str | None = None) -> None:
+        self.port = _free_port()
+        environment = env()
+        if token:
+            environment["KNOWTOLOGY_API_TOKEN"] = token
+        self.proc = subprocess.Popen([KT, "serve", "--store", str(store), "--port", str(self.port), *args],
+                                     env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"kt serve exited: {self.proc.stderr.read()}")
+            try:
+                httpx.get(self.url + "/openapi.json", timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError("kt serve did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+@pytest.fixture()
+def server(agent_store_copy):
+    srv = Server(agent_store_copy)
+    yield srv
+    srv.stop()
+
+
+def test_four_routes_over_http(server, agent_store_copy) -> None:
+    leaf, ids = leaf_with_chunks(agent_store_copy)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        spec = client.get("/openapi.json").json()
+        assert {p for p in spec["paths"] if p.startswith("/km/")} == set(ROUTES)
+        assert "SearchArgs" in str(spec["paths"]["/km/search"]["post"]["requestBody"])
+
+        browse = client.post("/km/browse", json={"path": "root"})
+        assert browse.status_code == 200
+        body = browse.json()
+        assert body["tool"] == "km_browse_tree" and body["text"].startswith("root (")
+        assert body["result"]["children"]
+        at_leaf = client.post("/km/browse", json={"path": leaf}).json()
+        assert [c["chunk_id"] for c in at_leaf["result"]["chunks"]] == ids
+
+        search = client.post("/km/search", json={"query": "refund within 7 days", "top_k": 2}).json()
+        assert len(search["result"]["hits"]) == 2 and len(search["text"].splitlines()) == 2
+        keyword = client.post("/km/keyword", json={"keywords": "7 days, refund"}).json()
+        chunk_id = keyword["result"]["hits"][0]["chunk_id"]
+        assert "returns.md#" in chunk_id
+
+        headers = {"X-Knowtology-Session": "client-a"}
+        first = client.post("/km/read", json={"chunk_ids": [chunk_id]}, headers=headers).json()
+        assert "within 7 days of purchase" in first["text"] and first["result"]["session"] == "client-a"
+        again = client.post("/km/read", json={"chunk_ids": [chunk_id]}, headers=headers).json()
+        assert again["text"] == f"[{chunk_id}] {ALREADY_READ}" and again["result"]["chunks"][0]["already_read"]
+        other = client.post("/km/read", json={"chunk_ids": [chunk_id]},
+                            headers={"X-Knowtology-Session": "client-b"}).json()
+        assert "within 7 days of purchase" in other["text"]
+
+        missing = client.post("/km/browse", json={"path": "No/Such"})
+        assert missing.status_code == 404 and missing.json()["detail"]["code"] == "not_found"
+        bad = client.post("/km/search", json={"top_k": 2})
+        assert bad.status_code == 422
+        bad_session = client.post("/km/read", json={"chunk_ids": [chunk_id]},
+                                  headers={"X-Knowtology-Session": "../etc"})
+        assert bad_session.status_code == 400 and bad_session.json()["detail"]["code"] == "config"
+
+
+def test_public_bind_without_token_is_refused(agent_store) -> None:
+    proc = kt("serve", "--store", str(agent_store), "--host", "0.0.0.0", "--port", str(_free_port()), check=False)
+    assert proc.returncode == 1
+    assert "Error: refusing to serve on 0.0.0.0 without an API token" in proc.stderr
+    assert "KNOWTOLOGY_API_TOKEN" in proc.stderr
+
+
+def test_token_checked_on_every_route(agent_store_copy) -> None:
+    srv = Server(agent_store_copy, "--host", "0.0.0.0", token="s3cret-token")
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as client:
+            for route, payload in ROUTES.items():
+                assert client.post(route, json=payload).status_code == 401, route
+                wrong = client.post(route, json=payload, headers={"Authorization": "Bearer nope"})
+                assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+                assert wrong.json()["detail"]["code"] == "unauthorized"
+                ok = client.post(route, json=payload, headers={"Authorization": "Bearer s3cret-token"})
+                assert ok.status_code == 200, (route, ok.text)
+    finally:
+        srv.stop()
+
+
+def test_router_factory_in_process(agent_store_copy) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from knowtology_cli import KnowledgeMapTools
+
+    tools = KnowledgeMapTools.open(str(agent_store_copy))
+    app = FastAPI()
+    app.include_router(tools.get_fastapi_router(token="t"))
+    with TestClient(app) as client:
+        assert client.post("/km/browse", json={}).status_code == 401
+        assert client.post("/km/browse", json={}, headers={"Authorization": "Bearer t"}).json()["text"].startswith("root")
+    tools.close()
