@@ -1,0 +1,1 @@
+"""Tree building: prompts, token-aware batching, reply validation and the build runners."""

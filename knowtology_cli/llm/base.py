@@ -1,0 +1,512 @@
+"""The LLMClient ABC: one abstract provider call; retries, backoff, JSON parsing and errors live here.
+
+Subclasses implement :meth:`LLMClient._request_json` (one structured-JSON call) and, for the
+``kt ask`` agent loop, :meth:`LLMClient._request_chat` (one tool-calling chat turn). They raise
+the SDK's own exceptions, or :class:`MalformedReply` for a reply that cannot be used, and map SDK
+exceptions in :meth:`LLMClient._classify`. The base class turns that into:
+
+* transport retries (429, 408, 409, 5xx, timeouts, connection errors) with exponential backoff and
+  jitter, honouring ``retry-after`` / ``retry-after-ms``;
+* output retries (reply not JSON, not an object, or rejected by the caller's ``validate``);
+* :class:`~knowtology_cli.errors.LLMError` / :class:`~knowtology_cli.errors.LLMOutputError` with
+  messages that never contain the API key or auth headers.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowtology_cli.errors import LLMError, LLMOutputError
+
+from .profiles import ModelProfile, get_profile
+
+log = logging.getLogger("knowtology_cli.llm")
+T = TypeVar("T")
+
+_KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+\S+|(?i:x-api-key)\W+\S+)")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LLMResponse(_Frozen):
+    """One structured reply: the parsed JSON object plus usage and cost.
+
+    ``input_tokens``/``output_tokens``/``cost_usd`` add up every attempt that reached the model
+    (a malformed reply that was retried is still paid for); ``attempts`` counts them.
+    ``truncated`` is True when the model stopped at ``max_output_tokens``.
+    """
+
+    data: dict[str, Any]
+    raw: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    cost_usd: float = 0.0
+    attempts: int = 1
+    finish_reason: str | None = None
+    truncated: bool = False
+
+
+class ToolSpec(_Frozen):
+    """A tool offered to the model in :meth:`LLMClient.chat`; ``parameters`` is a JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ToolCall(_Frozen):
+    """A tool call the model made; ``arguments`` is already decoded."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(_Frozen):
+    """One message of a provider-neutral conversation.
+
+    ``role="tool"`` carries a tool result (``tool_call_id`` + ``content``); an assistant message
+    may carry ``tool_calls``. The system prompt is passed to :meth:`LLMClient.chat` separately.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+
+    @classmethod
+    def user(cls, text: str) -> ChatMessage:
+        return cls(role="user", content=text)
+
+    @classmethod
+    def tool_result(cls, tool_call_id: str, content: str) -> ChatMessage:
+        return cls(role="tool", tool_call_id=tool_call_id, content=content)
+
+
+class ChatTurn(_Frozen):
+    """The model's answer to one :meth:`LLMClient.chat` call: text and/or tool calls."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    cost_usd: float = 0.0
+
+    @property
+    def message(self) -> ChatMessage:
+        """This turn as the assistant message to append to the conversation."""
+        return ChatMessage(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+
+
+@dataclass
+class ProviderReply:
+    """What a subclass's ``_request_json`` returns: reply text and/or an already-decoded object."""
+
+    text: str | None
+    data: dict[str, Any] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    finish_reason: str | None = None
+    truncated: bool = False
+
+
+class ProviderFailure(Exception):
+    """A provider call failed; ``retryable`` and ``retry_after`` tell the base class what to do.
+
+    ``message`` must already be safe to show (no key, no auth header).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+        auth: bool = False,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        self.auth = auth
+        self.hint = hint
+
+
+class MalformedReply(Exception):
+    """The model answered, but not with something usable; retried as an output error.
+
+    Carries the usage of the failed attempt so it is still accounted for.
+    """
+
+    def __init__(self, message: str, *, reply: ProviderReply | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class LLMTruncatedError(LLMOutputError):
+    """The reply was cut at ``max_output_tokens`` and is unusable; split the batch, don't retry."""
+
+
+@dataclass
+class _Spent:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempts: int = 0
+
+
+@dataclass
+class UsageTotals:
+    """Totals over the client's lifetime (every attempt that reached the model)."""
+
+    calls: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lower = {str(k).lower(): v for k, v in headers.items()}
+    value = lower.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _loads_object(text: str) -> dict[str, Any]:
+    """Decode a JSON object from model text, tolerating code fences and chatter around it."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = re.sub(r"^```[A-Za-z0-9_-]*\s*|\s*```$", "", stripped)
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        start, end = stripped.find("{"), stripped.rfind("}")
+        if start < 0 or end <= start:
+            raise
+        value = json.loads(stripped[start : end + 1])
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+class LLMClient(ABC):
+    """A chat model behind one provider, with retries and structured-JSON replies.
+
+    Args:
+        model: the provider's model name.
+        profile: limits and prices; looked up from ``model`` when omitted.
+        timeout: seconds per HTTP attempt (a hung server counts as a retryable failure).
+        max_retries: extra attempts after transport failures (429, 5xx, timeouts).
+        max_output_retries: extra attempts after unusable replies (not JSON, rejected).
+        backoff_base / backoff_max: exponential backoff in seconds, with jitter.
+        max_retry_after: a ``retry-after`` longer than this fails the call at once (resume later).
+        sleep: the sleeping function (tests inject a recorder).
+        seed: seeds the jitter, for reproducible waits.
+    """
+
+    provider: str = "llm"
+    key_env: str | None = None
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        profile: ModelProfile | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 4,
+        max_output_retries: int = 2,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        max_retry_after: float = 300.0,
+        sleep: Callable[[float], None] = time.sleep,
+        seed: int | None = None,
+    ) -> None:
+        self.model = model
+        self.profile = profile or get_profile(model)
+        self.timeout = float(timeout)
+        self.max_retries = max(0, int(max_retries))
+        self.max_output_retries = max(0, int(max_output_retries))
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.max_retry_after = float(max_retry_after)
+        self._sleep = sleep
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._secrets: list[str] = []
+        self.usage = UsageTotals()
+
+    # ----------------------------------------------------------------- provider hooks
+    @abstractmethod
+    def _request_json(
+        self, system: str, user: str, schema: dict[str, Any], *, schema_name: str,
+        max_output_tokens: int, timeout: float,
+    ) -> ProviderReply:
+        """Make ONE provider call asking for a JSON object that matches ``schema``."""
+
+    def _request_chat(
+        self, system: str | None, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], *,
+        max_output_tokens: int, timeout: float,
+    ) -> ChatTurn:
+        """Make ONE tool-calling chat call (usage filled in, cost left to the base class)."""
+        raise LLMError(f"{self.spec} does not support tool-calling chat")
+
+    def _classify(self, exc: Exception) -> ProviderFailure | None:
+        """Map an SDK exception to a :class:`ProviderFailure`; None re-raises it unchanged."""
+        return None
+
+    # ----------------------------------------------------------------- public API
+    @property
+    def spec(self) -> str:
+        """``provider:model``, as given to ``get_llm``."""
+        return f"{self.provider}:{self.model}"
+
+    def complete_json(
+        self,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        *,
+        max_output_tokens: int,
+        schema_name: str = "record_tree",
+        validate: Callable[[dict[str, Any]], Any] | None = None,
+        timeout: float | None = None,
+    ) -> LLMResponse:
+        """Ask for one JSON object matching ``schema``; retry until it parses (and validates).
+
+        Args:
+            system / user: the two prompt messages.
+            schema: JSON schema of the reply (OpenAI ``json_schema`` / Anthropic tool input).
+            max_output_tokens: the reply budget for this call.
+            schema_name: the schema / forced tool name (``record_tree`` for tree building).
+            validate: called with the decoded object; raising ``LLMOutputError`` (or
+                ``ValueError``) makes the reply count as malformed and retried.
+            timeout: seconds for each attempt (default: the client's).
+
+        Raises:
+            LLMError: transport failures after the retries, auth and bad-request errors.
+            LLMOutputError: no usable reply after ``max_output_retries`` extra attempts.
+            LLMTruncatedError: the reply was cut at ``max_output_tokens`` and did not parse.
+        """
+        spent = _Spent()
+
+        def attempt() -> LLMResponse:
+            reply = self._request_json(
+                system, user, schema, schema_name=schema_name,
+                max_output_tokens=max_output_tokens, timeout=timeout or self.timeout,
+            )
+            self._account(reply.input_tokens, reply.output_tokens)
+            spent.input_tokens += reply.input_tokens
+            spent.output_tokens += reply.output_tokens
+            spent.attempts += 1
+            data = reply.data
+            raw = reply.text if reply.text is not None else json.dumps(data)
+            try:
+                if data is None:
+                    data = _loads_object(reply.text or "")
+                if validate is not None:
+                    validate(data)
+            except (LLMOutputError, ValueError) as exc:  # JSONDecodeError is a ValueError
+                if reply.truncated:
+                    raise LLMTruncatedError(
+                        f"{self.spec}: reply cut at max_output_tokens={max_output_tokens} "
+                        "before it was complete",
+                        hint="send fewer chunks per call",
+                    ) from exc
+                raise MalformedReply(f"unusable reply ({self.redact(str(exc))[:200]})", reply=reply) from exc
+            return LLMResponse(
+                data=data,
+                raw=raw,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                model=reply.model or self.model,
+                cost_usd=self.profile.cost(spent.input_tokens, spent.output_tokens),
+                attempts=spent.attempts,
+                finish_reason=reply.finish_reason,
+                truncated=reply.truncated,
+            )
+
+        return self._with_retries("JSON call", attempt)
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        system: str | None = None,
+        max_output_tokens: int = 1024,
+        timeout: float | None = None,
+    ) -> ChatTurn:
+        """One tool-calling turn: the model answers with text and/or tool calls.
+
+        The caller runs the tools, appends ``turn.message`` and one
+        ``ChatMessage.tool_result(call.id, text)`` per call, and calls again.
+        """
+
+        def attempt() -> ChatTurn:
+            turn = self._request_chat(
+                system, list(messages), list(tools),
+                max_output_tokens=max_output_tokens, timeout=timeout or self.timeout,
+            )
+            self._account(turn.input_tokens, turn.output_tokens)
+            return turn.model_copy(
+                update={"cost_usd": self.profile.cost(turn.input_tokens, turn.output_tokens),
+                        "model": turn.model or self.model}
+            )
+
+        return self._with_retries("chat call", attempt)
+
+    # ----------------------------------------------------------------- machinery
+    def _account(self, input_tokens: int, output_tokens: int) -> None:
+        with self._lock:
+            self.usage.calls += 1
+            self.usage.input_tokens += input_tokens
+            self.usage.output_tokens += output_tokens
+            self.usage.cost_usd += self.profile.cost(input_tokens, output_tokens)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        with self._lock:
+            jitter = self._rng.random()
+        if retry_after is not None:
+            return retry_after + jitter * min(1.0, 0.1 * retry_after)
+        return min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * (0.5 + 0.5 * jitter)
+
+    def redact(self, text: str) -> str:
+        """``text`` with this client's key and anything key-like replaced by ``***``."""
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return _KEYLIKE.sub("***", text)
+
+    def _with_retries(self, what: str, attempt: Callable[[], T]) -> T:
+        transport_failures = 0
+        output_failures = 0
+        while True:
+            try:
+                return attempt()
+            except MalformedReply as exc:
+                output_failures += 1
+                with self._lock:
+                    self.usage.failed_calls += 1
+                if output_failures > self.max_output_retries:
+                    raise LLMOutputError(
+                        f"{self.spec}: no usable reply after {output_failures} attempts: "
+                        f"{self.redact(str(exc))[:300]}",
+                        hint="try another model, or fewer chunks per call",
+                    ) from exc
+                log.warning("%s: %s; retrying (%d/%d)", self.spec, self.redact(str(exc))[:200],
+                            output_failures, self.max_output_retries)
+                continue
+            except LLMError:
+                raise
+            except ProviderFailure as exc:
+                failure, cause = exc, exc
+            except Exception as exc:  # SDK exceptions, mapped by the subclass
+                failure = self._classify(exc)
+                if failure is None:
+                    raise
+                cause = exc
+            with self._lock:
+                self.usage.failed_calls += 1
+            transport_failures += 1
+            message = f"{self.spec}: {self.redact(failure.message)}"
+            if failure.auth:
+                # the provider's body can echo the key; nothing of the SDK error is kept
+                raise LLMError(message, hint=failure.hint or self._key_hint()) from None
+            if not failure.retryable:
+                raise LLMError(message, hint=failure.hint) from cause
+            if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
+                raise LLMError(
+                    f"{message} (provider asks to wait {failure.retry_after:.0f} s)",
+                    hint="the rate limit resets later; run the same command again to resume",
+                ) from cause
+            if transport_failures > self.max_retries:
+                raise LLMError(
+                    f"{message} (gave up after {transport_failures} attempts)",
+                    hint=failure.hint or "the provider is unavailable or overloaded; run again to resume",
+                ) from cause
+            delay = self._backoff(transport_failures, failure.retry_after)
+            log.warning("%s: %s; retry %d/%d in %.1f s", self.spec, self.redact(failure.message)[:200],
+                        transport_failures, self.max_retries, delay)
+            self._sleep(delay)
+
+    def _key_hint(self) -> str:
+        if self.key_env:
+            return f"set {self.key_env} to a valid key (or the key in config.toml)"
+        return "check the API key"
+
+
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+def failure_from_status(
+    provider: str, status: int, headers: Mapping[str, str] | None, provider_message: str | None
+) -> ProviderFailure:
+    """Classify an HTTP error reply of any provider (the message is redacted by the caller)."""
+    detail = f": {provider_message.strip()[:300]}" if provider_message else ""
+    if status in (401, 403):
+        what = "rejected the API key" if status == 401 else "refused the request (permission denied)"
+        return ProviderFailure(f"{provider} {what} (HTTP {status})", retryable=False, status=status, auth=True)
+    retry_after = parse_retry_after(headers)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        label = "rate limited" if status == 429 else "server error" if status >= 500 else "busy"
+        return ProviderFailure(
+            f"{provider} {label} (HTTP {status}){detail}", retryable=True, status=status,
+            retry_after=retry_after,
+        )
+    hint = "check the model name" if status == 404 else None
+    return ProviderFailure(f"{provider} request failed (HTTP {status}){detail}", retryable=False,
+                           status=status, hint=hint)
+
+
+def error_message_from_body(body: object) -> str | None:
+    """``error.message`` (OpenAI and Anthropic shape) or a short string body."""
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return err["message"]
+        if isinstance(err, str):
+            return err
+    if isinstance(body, str):
+        return body
+    return None

@@ -1,0 +1,206 @@
+"""OpenAIClient: OpenAI and OpenAI-compatible servers (Ollama, vLLM, llama.cpp) over the real SDK.
+
+Structured replies use ``POST {base_url}/chat/completions`` with
+``response_format = {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}``;
+the JSON object is the message content. The SDK is imported on first use and its own retries are
+off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from knowtology_cli.errors import ConfigError
+
+from .base import (
+    ChatMessage,
+    ChatTurn,
+    LLMClient,
+    MalformedReply,
+    ProviderFailure,
+    ProviderReply,
+    ToolCall,
+    ToolSpec,
+    error_message_from_body,
+    failure_from_status,
+)
+
+OFFICIAL_HOSTS = ("api.openai.com",)
+PLACEHOLDER_KEY = "not-needed"  # local OpenAI-compatible servers accept any key
+
+
+class OpenAIClient(LLMClient):
+    """Chat Completions client for ``openai:MODEL``.
+
+    Args:
+        api_key: the key; default ``OPENAI_API_KEY``. A custom ``base_url`` (a local server) works
+            without one.
+        model: the model name sent as is (``gpt-4o-mini``, ``llama3.1:8b`` on Ollama, ...).
+        base_url: API root including ``/v1``; default ``OPENAI_BASE_URL``, else OpenAI's.
+        temperature: sent when not None (0 keeps tree building reproducible).
+        **kwargs: retry and timeout settings of :class:`LLMClient`.
+    """
+
+    provider = "openai"
+    key_env = "OPENAI_API_KEY"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        model: str = "gpt-4o-mini",
+        base_url: str | None = None,
+        *,
+        temperature: float | None = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, **kwargs)
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if self.base_url is None or self._official:
+                raise ConfigError(
+                    "no OpenAI API key",
+                    hint="set OPENAI_API_KEY (or providers.openai.api_key in config.toml), "
+                    "or OPENAI_BASE_URL for a local OpenAI-compatible server",
+                )
+            key = PLACEHOLDER_KEY
+        self._api_key = key
+        self._secrets.append(key)
+        self.temperature = temperature
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def _official(self) -> bool:
+        return self.base_url is None or any(h in self.base_url for h in OFFICIAL_HOSTS)
+
+    def _sdk(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(
+                    api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+                )
+            return self._client
+
+    def _common(self, max_output_tokens: int, timeout: float) -> dict[str, Any]:
+        # api.openai.com wants max_completion_tokens (newer models refuse max_tokens); local
+        # servers mostly know only max_tokens
+        key = "max_completion_tokens" if self._official else "max_tokens"
+        kwargs: dict[str, Any] = {"model": self.model, key: max_output_tokens, "timeout": timeout}
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        return kwargs
+
+    def _request_json(
+        self, system: str, user: str, schema: dict[str, Any], *, schema_name: str,
+        max_output_tokens: int, timeout: float,
+    ) -> ProviderReply:
+        resp = self._sdk().chat.completions.create(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+            },
+            **self._common(max_output_tokens, timeout),
+        )
+        in_tok, out_tok = _usage(resp, len(system) + len(user))
+        if not resp.choices:
+            raise MalformedReply("reply has no choices", reply=ProviderReply(None, None, in_tok, out_tok))
+        choice = resp.choices[0]
+        content = choice.message.content
+        reply = ProviderReply(
+            text=content, input_tokens=in_tok, output_tokens=out_tok, model=resp.model or self.model,
+            finish_reason=choice.finish_reason, truncated=choice.finish_reason == "length",
+        )
+        if content is None:
+            refusal = getattr(choice.message, "refusal", None)
+            raise MalformedReply(f"model refused: {refusal}" if refusal else "reply has no content",
+                                 reply=reply)
+        if reply.output_tokens == 0 and content:
+            reply.output_tokens = len(content) // 4
+        return reply
+
+    def _request_chat(
+        self, system: str | None, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], *,
+        max_output_tokens: int, timeout: float,
+    ) -> ChatTurn:
+        wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        for m in messages:
+            if m.role == "tool":
+                wire.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+            elif m.role == "assistant" and m.tool_calls:
+                wire.append({
+                    "role": "assistant",
+                    "content": m.content or None,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function",
+                         "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                        for c in m.tool_calls
+                    ],
+                })
+            else:
+                wire.append({"role": m.role, "content": m.content})
+        kwargs = self._common(max_output_tokens, timeout)
+        if tools:
+            kwargs["tools"] = [
+                {"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in tools
+            ]
+        resp = self._sdk().chat.completions.create(messages=wire, **kwargs)
+        in_tok, out_tok = _usage(resp, sum(len(str(w.get("content") or "")) for w in wire))
+        if not resp.choices:
+            raise MalformedReply("reply has no choices")
+        choice = resp.choices[0]
+        calls = []
+        for call in choice.message.tool_calls or []:
+            fn = getattr(call, "function", None)
+            if fn is None:
+                continue
+            try:
+                args = json.loads(fn.arguments or "{}")
+            except json.JSONDecodeError as exc:
+                raise MalformedReply(f"tool call {fn.name} has arguments that are not JSON") from exc
+            if not isinstance(args, dict):
+                raise MalformedReply(f"tool call {fn.name} has arguments that are not an object")
+            calls.append(ToolCall(id=call.id, name=fn.name, arguments=args))
+        return ChatTurn(
+            text=choice.message.content or "", tool_calls=calls, stop_reason=choice.finish_reason,
+            input_tokens=in_tok, output_tokens=out_tok, model=resp.model or self.model,
+        )
+
+    def _classify(self, exc: Exception) -> ProviderFailure | None:
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return failure_from_status(
+                "openai", exc.status_code, exc.response.headers, error_message_from_body(exc.body)
+            )
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderFailure("openai request timed out", retryable=True,
+                                   hint="the server did not answer in time; raise the timeout or retry")
+        if isinstance(exc, openai.APIConnectionError):
+            return ProviderFailure(f"cannot reach {self.base_url or 'api.openai.com'}", retryable=True,
+                                   hint="check the network or OPENAI_BASE_URL")
+        if isinstance(exc, openai.APIResponseValidationError):
+            return ProviderFailure("openai returned an invalid response body", retryable=True)
+        if isinstance(exc, openai.OpenAIError):
+            return ProviderFailure(f"openai client error: {type(exc).__name__}", retryable=False)
+        return None
+
+
+def _usage(resp: Any, prompt_chars: int) -> tuple[int, int]:
+    """Prompt/completion tokens from ``usage``; estimated from characters when a server omits it."""
+    usage = getattr(resp, "usage", None)
+    if usage is None:
+        return prompt_chars // 4, 0
+    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)

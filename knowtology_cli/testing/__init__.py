@@ -1,0 +1,1 @@
+"""Fakes shipped with the library for tests and benchmarks: a loopback OpenAI/Anthropic server."""
