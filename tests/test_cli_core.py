@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DOCS
 
 COMMANDS = ["ingest", "build", "browse", "search", "grep", "read", "status", "session"]
