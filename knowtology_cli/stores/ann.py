@@ -1,0 +1,117 @@
+"""ANN index maintenance for Lance chunk tables: when to build a vector index, with what, how to query it.
+
+Flat (exact) search scans every vector: fine for a few ten thousand rows, ~240 ms per query at
+100k 384-d rows. Past ``VECTOR_INDEX_THRESHOLD`` rows an IVF_PQ index answers in milliseconds;
+``refine_factor`` re-ranks ``k * refine_factor`` PQ candidates with the full vectors so recall@10
+stays close to exact. The figures behind the defaults are in ``docs/scaling.md``
+(``python -m knowtology_cli.bench.ann``).
+
+Rows added after the index was built are not lost: Lance searches them flat and merges them in,
+and ``optimize()`` folds them into the index; the index is retrained when the table has grown
+``RETRAIN_GROWTH`` times past the size it was trained on.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+VECTOR_COLUMN = "vector"
+VECTOR_INDEX_NAME = "vector_idx"
+#: Below this many rows flat search is fast enough (and exact); above it an index is built.
+VECTOR_INDEX_THRESHOLD = 50_000
+#: Retrain the index when the table has grown this many times past its training size.
+RETRAIN_GROWTH = 4.0
+#: Query-time knobs (measured at 100k and 1M rows, see docs/scaling.md).
+DEFAULT_INDEX_TYPE = "IVF_SQ"
+DEFAULT_NPROBES = 20
+DEFAULT_REFINE_FACTOR = 10
+
+
+def index_params(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE) -> dict[str, Any]:
+    """Build parameters for ``rows`` vectors of ``dimension``: ~sqrt(rows) partitions, 8-d PQ groups."""
+    partitions = max(1, min(4096, int(round(math.sqrt(max(rows, 1))))))
+    params: dict[str, Any] = {"distance_type": "cosine"}
+    if index_type.startswith("IVF_HNSW"):
+        partitions = max(1, rows // 250_000)  # HNSW graphs per partition; few, large partitions
+    params["num_partitions"] = partitions
+    if index_type in ("IVF_PQ", "IVF_HNSW_PQ"):
+        sub = next((s for s in (dimension // 8, dimension // 16, dimension // 4) if s and dimension % s == 0), 1)
+        params["num_sub_vectors"] = sub
+    return params
+
+
+def index_config(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE) -> Any:
+    """A ``lancedb.index`` config object for ``index_type`` (IVF_SQ, IVF_PQ, IVF_HNSW_SQ, IVF_FLAT)."""
+    from lancedb import index
+
+    classes = {"IVF_SQ": index.IvfSq, "IVF_PQ": index.IvfPq, "IVF_HNSW_SQ": index.HnswSq,
+               "IVF_FLAT": index.IvfFlat}
+    if index_type not in classes:
+        raise ValueError(f"unsupported index type {index_type!r} (use {', '.join(classes)})")
+    return classes[index_type](**index_params(rows, dimension, index_type))
+
+
+def _vector_indices(ds: Any, column: str = VECTOR_COLUMN) -> list[dict[str, Any]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            indices = ds.list_indices()
+        except (AttributeError, ValueError, OSError):
+            return []
+    return [ix for ix in indices if column in (ix.get("fields") or [])
+            and not str(ix.get("type", "")).lower().startswith(("inverted", "btree", "bitmap"))]
+
+
+def vector_index_info(ds: Any) -> dict[str, Any] | None:
+    """The vector index of a Lance dataset (name, type, indexed rows), or None."""
+    found = _vector_indices(ds)
+    if not found:
+        return None
+    ix = found[0]
+    try:
+        stats = ds.stats.index_stats(ix["name"])
+    except (AttributeError, ValueError, OSError, KeyError):
+        stats = {}
+    return {"name": ix["name"], "type": str(ix.get("type", "")),
+            "indexed_rows": int(stats.get("num_indexed_rows", 0) or 0),
+            "unindexed_rows": int(stats.get("num_unindexed_rows", 0) or 0)}
+
+
+def has_vector_index(ds: Any, column: str = VECTOR_COLUMN) -> bool:
+    """True when the dataset has an ANN index on ``column``."""
+    return bool(_vector_indices(ds, column))
+
+
+def maybe_create_vector_index(
+    table: Any,
+    rows: int | None = None,
+    *,
+    threshold: int = VECTOR_INDEX_THRESHOLD,
+    index_type: str = DEFAULT_INDEX_TYPE,
+) -> str | None:
+    """Create (or retrain) the vector index of a lancedb ``table`` once it has ``threshold`` rows.
+
+    Returns ``"created"``, ``"retrained"`` or None (nothing to do: small table, or an index that
+    ``table.optimize()`` keeps current).
+    """
+    rows = table.count_rows() if rows is None else rows
+    if rows < threshold:
+        return None
+    ds = table.to_lance()
+    info = vector_index_info(ds)
+    if info is not None and info["indexed_rows"] * RETRAIN_GROWTH > rows:
+        return None
+    dimension = ds.schema.field(VECTOR_COLUMN).type.list_size
+    table.create_index(VECTOR_COLUMN, config=index_config(rows, dimension, index_type), replace=True,
+                       name=VECTOR_INDEX_NAME)
+    return "created" if info is None else "retrained"
+
+
+def nearest_params(ds: Any, *, column: str = VECTOR_COLUMN, nprobes: int = DEFAULT_NPROBES,
+                   refine_factor: int = DEFAULT_REFINE_FACTOR) -> dict[str, Any]:
+    """Extra keys for Lance's ``nearest={...}`` when ``ds`` has a vector index (else empty: exact)."""
+    if not has_vector_index(ds, column):
+        return {}
+    return {"nprobes": nprobes, "refine_factor": refine_factor}
