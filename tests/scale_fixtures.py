@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
 from pg_fixture import find_pg_bin, postgres_server
 
 FAKE_AWS = {

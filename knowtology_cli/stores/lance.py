@@ -215,6 +215,9 @@ class LanceVectorStore(VectorStore):
             for column in FTS_COLUMNS:
                 if f"{column}_idx" not in names:
                     table.create_index(column, config=FTS(**FTS_OPTIONS), replace=True)
+            from .ann import maybe_create_vector_index
+
+            maybe_create_vector_index(table)  # an ANN index once flat search gets slow (stores/ann.py)
             if names:
                 table.optimize()
         except (OSError, RuntimeError, ValueError) as exc:
@@ -303,12 +306,15 @@ class LanceVectorStore(VectorStore):
                 f"query vector has {len(vector)} dimensions, collection {collection!r} has {dimension}",
                 hint="query with the embedder the collection was ingested with",
             )
+        from .ann import nearest_params
+
         kwargs: dict[str, Any] = {}
         if within is not None:
             kwargs.update(filter=id_filter(within), prefilter=True)
         table = ds.to_table(
             columns=["chunk_id"],
-            nearest={"column": "vector", "q": np.asarray(vector, dtype=np.float32), "k": k, "metric": "cosine"},
+            nearest={"column": "vector", "q": np.asarray(vector, dtype=np.float32), "k": k, "metric": "cosine",
+                     **nearest_params(ds)},
             **kwargs,
         )
         ids = table.column("chunk_id").to_pylist()
