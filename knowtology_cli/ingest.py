@@ -218,19 +218,19 @@ def _chunk_from_object(obj: Any, where: str, file_name: str, batch: InputBatch) 
     title = obj.get("title") or ""
     metadata = obj.get("metadata") or {}
     if not isinstance(title, str):
-        batch.problems.append(f"{where}: 'title' must be a string")
+        batch.problems.append(f"{where}: 'title' must be a string — fix or drop the title")
         return None
     if not isinstance(metadata, dict):
-        batch.problems.append(f"{where}: 'metadata' must be a JSON object")
+        batch.problems.append(f"{where}: 'metadata' must be a JSON object — wrap the values in {{...}} or drop it")
         return None
     doc_id = obj.get("doc_id")
     index = obj.get("chunk_index")
     if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
-        batch.problems.append(f"{where}: 'chunk_index' must be a non-negative integer")
+        batch.problems.append(f"{where}: 'chunk_index' must be a non-negative integer — fix or drop it")
         return None
     raw_id = next((obj[k] for k in ("chunk_id", "_id", "id") if obj.get(k) not in (None, "")), None)
     if raw_id is not None and not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
-        batch.problems.append(f"{where}: 'chunk_id' must be a string or integer")
+        batch.problems.append(f"{where}: 'chunk_id' must be a string or integer — fix the id or drop it")
         return None
     if raw_id is None:
         if doc_id not in (None, "") and index is not None:
