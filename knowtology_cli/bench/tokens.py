@@ -1,0 +1,335 @@
+"""`kt bench tokens`: tokens delivered to the model (tiktoken o200k_base) against recall.
+
+Simulated agent policies — none of them looks at the relevance judgements:
+
+* ``full-k`` (plain RAG): search, send the top-k chunks in full (k = 1…10).
+* ``snippets+top-r``: search, see 10 one-line snippets, read the top r in rank order (r = 1…10).
+* ``snippets+pick δ``: search, see 10 snippets, read every hit whose *snippet* is about as close to the
+  question as the closest one (cosine of query and snippet with the collection's embedder ≥ best − δ).
+  This stands in for a model judging snippets; δ sweeps from picky to generous.
+* ``tree+pick δ`` (when the collection has a tree): as above, plus the snippets of the top hit's leaf
+  (one ``browse``), picking among both lists with the same rule.
+
+Recall counts relevant documents whose full text reached the model. Text shown to the model is the
+product's own rendering (``render.search_text`` / ``render.read_text`` / ``render.browse_text``).
+Sessions (multi-turn): queries sharing relevant documents (grouped with the judgements — the
+*session* is built from them, the policies are not) are asked in a row; plain RAG re-sends its top-5
+chunks every turn, our agent runs ``snippets+pick`` and reads through one ``kt read`` session, where
+repeats come back as one ``(already read — skip)`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from knowtology_cli.bench.data import COLLECTION, Dataset, load_dataset, open_store
+
+K_MAX = 10
+SNIPPETS = 10
+DELTAS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 1.0)
+SESSION_DELTA = 0.1  # fixed before any run; not tuned
+RAG_K = 5
+SESSION_LENGTHS = (1, 2, 3, 4, 6, 8)
+POLICY_TEXT = (
+    "full-k: send the top-k hybrid hits in full. snippets+top-r: 10 snippet lines, then read the top r. "
+    "snippets+pick δ: 10 snippet lines, then read every hit whose snippet's cosine to the question is within δ "
+    "of the best snippet's (a stand-in for the model judging snippets; no relevance judgements used). "
+    "tree+pick δ: also browse the top hit's leaf and pick among its snippets the same way."
+)
+
+
+class _Counter:
+    """Token counts with a cache (the same chunk text is counted once)."""
+
+    def __init__(self) -> None:
+        from knowtology_cli.tokens import count_tokens
+
+        self._count = count_tokens
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        n = self._cache.get(text)
+        if n is None:
+            n = self._cache[text] = self._count(text, "o200k_base")
+        return n
+
+
+def _recall(rel: dict[str, int], delivered: list[str]) -> float:
+    return len(set(rel) & set(delivered)) / len(rel) if rel else 0.0
+
+
+def _interp_tokens(curve: list[tuple[float, float]], recall: float) -> float | None:
+    """Tokens the full-k curve needs to reach ``recall`` (linear between k points; None if never)."""
+    prev_r, prev_t = 0.0, 0.0
+    for r, t in curve:
+        if r >= recall - 1e-12:
+            if r == prev_r:
+                return t
+            return prev_t + (t - prev_t) * (recall - prev_r) / (r - prev_r)
+        prev_r, prev_t = r, t
+    return None
+
+
+def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "hybrid",
+                with_tree: bool = False) -> dict[str, Any]:
+    """Recall vs tokens per policy, averaged over queries."""
+    from knowtology_cli.render import browse_text, read_text, search_text
+
+    count = _Counter()
+    embedder = kb.embedder_for(COLLECTION)
+    snippet_vecs: dict[str, np.ndarray] = {}
+    chunk_tokens: dict[str, int] = {}
+    acc: dict[str, list[tuple[float, float]]] = {}
+
+    def add(name: str, recall: float, tokens: float) -> None:
+        acc.setdefault(name, []).append((recall, tokens))
+
+    for qid, text in queries.items():
+        rel = ds.qrels[qid]
+        result = kb.search(text, collection=COLLECTION, k=K_MAX, mode=mode)
+        hits = result.hits
+        ids = [h.chunk_id for h in hits]
+        new = [i for i in ids if i not in chunk_tokens]
+        if new:
+            read = kb.read(new, collection=COLLECTION, session="bench-tokens", force=True)
+            for c in read.chunks:
+                chunk_tokens[c.chunk_id] = count(read_text(read.model_copy(update={"chunks": [c]})))
+        docs = [h.doc_id for h in hits]
+        shown = result.model_copy(update={"hits": hits[:SNIPPETS]})
+        snip_tokens = count(search_text(shown))
+        for k in range(1, K_MAX + 1):
+            full = sum(chunk_tokens[i] for i in ids[:k])
+            add(f"full-k k={k}", _recall(rel, docs[:k]), full)
+            add(f"snippets+top-r r={k}", _recall(rel, docs[:k]), snip_tokens + full)
+        missing = [h for h in hits if h.chunk_id not in snippet_vecs]
+        if missing:
+            vecs = embedder.embed_documents([h.snippet for h in missing])
+            snippet_vecs.update({h.chunk_id: v for h, v in zip(missing, vecs, strict=True)})
+        q = embedder.embed_query(text)
+        sims = [float(snippet_vecs[h.chunk_id] @ q) for h in hits[:SNIPPETS]]
+        for delta in DELTAS:
+            picked = [i for i, s in enumerate(sims) if sims and s >= max(sims) - delta]
+            add(f"snippets+pick δ={delta}", _recall(rel, [docs[i] for i in picked]),
+                snip_tokens + sum(chunk_tokens[ids[i]] for i in picked))
+        if with_tree and hits and hits[0].path:
+            leaf = kb.browse(hits[0].path, collection=COLLECTION)
+            browse_tokens = count(browse_text(leaf))
+            extra = [c for c in leaf.chunks if c.chunk_id not in set(ids)]
+            if extra:
+                for c in extra:
+                    if c.chunk_id not in snippet_vecs:
+                        snippet_vecs[c.chunk_id] = embedder.embed_documents([c.snippet])[0]
+            cand = [(h.chunk_id, h.doc_id, snippet_vecs[h.chunk_id] @ q) for h in hits[:SNIPPETS]]
+            extra_docs = {c.chunk_id: c for c in kb.vectors.get(COLLECTION, [c.chunk_id for c in extra], with_text=False)}
+            cand += [(c.chunk_id, extra_docs[c.chunk_id].doc_id, float(snippet_vecs[c.chunk_id] @ q))
+                     for c in extra if c.chunk_id in extra_docs]
+            best = max(s for _, _, s in cand)
+            for delta in DELTAS:
+                picked = [(cid, d) for cid, d, s in cand if s >= best - delta]
+                for cid, _ in picked:
+                    if cid not in chunk_tokens:
+                        read = kb.read([cid], collection=COLLECTION, session="bench-tokens", force=True)
+                        chunk_tokens[cid] = count(read_text(read))
+                add(f"tree+pick δ={delta}", _recall(rel, [d for _, d in picked]),
+                    snip_tokens + browse_tokens + sum(chunk_tokens[c] for c, _ in picked))
+    rows = []
+    for name, points in acc.items():
+        arr = np.asarray(points)
+        rows.append({"policy": name, "recall": round(float(arr[:, 0].mean()), 4),
+                     "tokens": round(float(arr[:, 1].mean()), 1)})
+    curve = [(r["recall"], r["tokens"]) for r in rows if r["policy"].startswith("full-k")]
+    for r in rows:
+        need = _interp_tokens(curve, r["recall"])
+        r["full_k_tokens_at_equal_recall"] = None if need is None else round(need, 1)
+        r["savings"] = None if not need else round(1 - r["tokens"] / need, 4)
+    return {"rows": rows, "queries": len(queries), "mode": mode, "snippets_shown": SNIPPETS}
+
+
+def _sessions(ds: Dataset, queries: dict[str, str], length: int) -> list[list[str]]:
+    """Chains of ``length`` queries where each shares a relevant document with an earlier one.
+
+    Connected components of the "shares a relevant document" graph, walked breadth-first; one
+    session per component that is long enough.
+    """
+    by_doc: dict[str, list[str]] = {}
+    for q in queries:
+        for d in ds.qrels[q]:
+            by_doc.setdefault(d, []).append(q)
+    seen: set[str] = set()
+    out = []
+    for start in queries:
+        if start in seen:
+            continue
+        order, frontier = [], [start]
+        seen.add(start)
+        while frontier:
+            q = frontier.pop(0)
+            order.append(q)
+            for d in ds.qrels[q]:
+                for other in by_doc[d]:
+                    if other not in seen:
+                        seen.add(other)
+                        frontier.append(other)
+        if len(order) >= length:
+            out.append(order[:length])
+    return out
+
+
+def multi_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "hybrid") -> dict[str, Any]:
+    """Total tokens per session for plain RAG (top-5 every turn) vs snippets + session reads."""
+    from knowtology_cli.render import read_text, search_text
+
+    count = _Counter()
+    embedder = kb.embedder_for(COLLECTION)
+    cache: dict[str, Any] = {}
+    qvec: dict[str, np.ndarray] = {}
+    svec: dict[str, np.ndarray] = {}
+    rows = []
+    for length in SESSION_LENGTHS:
+        sessions = _sessions(ds, queries, length)
+        if not sessions:
+            continue
+        rag_tokens, our_tokens, rag_rec, our_rec = [], [], [], []
+        for n, session in enumerate(sessions):
+            name = f"bench-s{length}-{n}"
+            kb.reset_session(collection=COLLECTION, session=name)
+            rag_total = ours_total = 0
+            rag_docs: list[str] = []
+            our_docs: list[str] = []
+            relevant: set[str] = set()
+            for qid in session:
+                text = queries[qid]
+                relevant |= set(ds.qrels[qid])
+                if qid not in cache:
+                    cache[qid] = kb.search(text, collection=COLLECTION, k=K_MAX, mode=mode)
+                    qvec[qid] = embedder.embed_query(text)
+                result = cache[qid]
+                hits = result.hits
+                rag = kb.read([h.chunk_id for h in hits[:RAG_K]], collection=COLLECTION, session="bench-rag", force=True)
+                rag_total += count(read_text(rag))
+                rag_docs += [h.doc_id for h in hits[:RAG_K]]
+                shown = hits[:SNIPPETS]
+                ours_total += count(search_text(result.model_copy(update={"hits": shown})))
+                todo = [h for h in shown if h.chunk_id not in svec]
+                if todo:
+                    svec.update(zip([h.chunk_id for h in todo], embedder.embed_documents([h.snippet for h in todo]),
+                                    strict=True))
+                sims = [float(svec[h.chunk_id] @ qvec[qid]) for h in shown]
+                picked = [h for h, s in zip(shown, sims, strict=True) if s >= max(sims) - SESSION_DELTA] if sims else []
+                if picked:
+                    read = kb.read([h.chunk_id for h in picked], collection=COLLECTION, session=name)
+                    ours_total += count(read_text(read))
+                    our_docs += [h.doc_id for h in picked]
+            kb.reset_session(collection=COLLECTION, session=name)
+            rag_tokens.append(rag_total)
+            our_tokens.append(ours_total)
+            rag_rec.append(len(relevant & set(rag_docs)) / len(relevant))
+            our_rec.append(len(relevant & set(our_docs)) / len(relevant))
+        rag_mean, our_mean = float(np.mean(rag_tokens)), float(np.mean(our_tokens))
+        rows.append({"session_length": length, "sessions": len(sessions), "rag_tokens": round(rag_mean, 1),
+                     "ours_tokens": round(our_mean, 1), "savings": round(1 - our_mean / rag_mean, 4) if rag_mean else None,
+                     "rag_recall": round(float(np.mean(rag_rec)), 4), "ours_recall": round(float(np.mean(our_rec)), 4)})
+    return {"rows": rows, "rag_k": RAG_K, "delta": SESSION_DELTA}
+
+
+def run_tokens(data_dir: str, *, embedder: str = "local", limit: int | None = None, tree: bool = True,
+               message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Single-turn and multi-turn token economy on one collection."""
+    ds = load_dataset(data_dir)
+    queries = ds.judged(limit)
+    kb, _, _ = open_store(ds, embedder, message=message)
+    try:
+        with_tree = False
+        if tree:
+            with_tree = _ensure_tree(kb, message)
+        message(f"{ds.name}: single-turn token economy ({len(queries)} queries)…")
+        single = single_turn(kb, ds, queries, with_tree=with_tree)
+        message(f"{ds.name}: multi-turn sessions…")
+        multi = multi_turn(kb, ds, queries)
+        return {"dataset": ds.name, "embedder": kb.embedder_for(COLLECTION).name, "encoding": "o200k_base",
+                "policy": POLICY_TEXT, "tree": with_tree, "single_turn": single, "multi_turn": multi,
+                "headline": headline(single)}
+    finally:
+        kb.close()
+
+
+def _ensure_tree(kb: Any, message: Callable[[str], None]) -> bool:
+    """Build the offline cluster tree once (cached in the scratch store); False when unavailable."""
+    status = kb.status(collection=COLLECTION).collections[0]
+    if status.mapped == status.chunks and status.nodes:
+        return True
+    try:
+        message("building the offline cluster tree (cached)…")
+        kb.build(collection=COLLECTION, builder="cluster")
+        return True
+    except Exception as exc:  # noqa: BLE001 - the builder is optional here; report and go on
+        message(f"no tree ({type(exc).__name__}: {exc}); tree-guided policy skipped")
+        return False
+
+
+def headline(single: dict[str, Any]) -> dict[str, Any]:
+    """The best snippet-first savings at equal recall, for the summary line."""
+    picks = [r for r in single["rows"] if "pick" in r["policy"] and r["savings"] is not None]
+    if not picks:
+        return {}
+    best = max(picks, key=lambda r: r["savings"])
+    full10 = next(r for r in single["rows"] if r["policy"] == f"full-k k={K_MAX}")
+    return {"best_policy": best["policy"], "recall": best["recall"], "tokens": best["tokens"],
+            "full_k_tokens_at_equal_recall": best["full_k_tokens_at_equal_recall"], "savings": best["savings"],
+            "full_k10_recall": full10["recall"], "full_k10_tokens": full10["tokens"]}
+
+
+def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, **kwargs: Any) -> dict[str, Any]:
+    """``run_tokens`` over several collections, with recall-vs-tokens and session plots."""
+    from pathlib import Path
+
+    from knowtology_cli.bench.report import curves_plot
+
+    results = [run_tokens(d, **kwargs) for d in data_dirs]
+    out: dict[str, Any] = {"collections": results, "policy": POLICY_TEXT}
+    if out_dir is not None and plots:
+        plots_out = []
+        for r in results:
+            series: dict[str, list[tuple[float, float]]] = {}
+            for row in r["single_turn"]["rows"]:
+                family = row["policy"].split(" ")[0]
+                series.setdefault(family, []).append((row["tokens"], row["recall"]))
+            for k in series:
+                series[k].sort()
+            plots_out.append(str(curves_plot(series, Path(out_dir) / f"tokens_{r['dataset']}.png",
+                                             title=f"{r['dataset']}: recall vs tokens delivered (o200k_base)",
+                                             xlabel="tokens per query (mean)", ylabel="recall (mean)", logx=True)))
+            sess = {"plain RAG (top-5 each turn)": [(x["session_length"], x["rag_tokens"]) for x in r["multi_turn"]["rows"]],
+                    "snippets + session reads": [(x["session_length"], x["ours_tokens"]) for x in r["multi_turn"]["rows"]]}
+            plots_out.append(str(curves_plot(sess, Path(out_dir) / f"sessions_{r['dataset']}.png",
+                                             title=f"{r['dataset']}: tokens per session", xlabel="queries in session",
+                                             ylabel="tokens per session (mean)")))
+        out["plots"] = plots_out
+    return out
+
+
+def tokens_markdown(result: dict[str, Any]) -> str:
+    from knowtology_cli.bench.report import table
+
+    parts = [f"Policies: {result['policy']}"]
+    for r in result["collections"]:
+        rows = r["single_turn"]["rows"]
+        parts.append(f"### {r['dataset']} — single turn ({r['single_turn']['queries']} queries, "
+                     f"{r['single_turn']['mode']} search, tokens = o200k_base)\n\n"
+                     + table(rows, ["policy", "recall", "tokens", "full_k_tokens_at_equal_recall", "savings"],
+                             ["policy", "recall", "tokens", "full-k tokens at equal recall", "savings"]))
+        h = r.get("headline") or {}
+        if h:
+            parts.append(f"Best snippet-first point: {h['best_policy']} — recall {h['recall']:.3f} with "
+                         f"{h['tokens']:.0f} tokens vs {h['full_k_tokens_at_equal_recall']:.0f} for full chunks "
+                         f"({h['savings']:.0%} fewer).")
+        parts.append(f"### {r['dataset']} — sessions (plain RAG top-{r['multi_turn']['rag_k']} vs snippets + pick "
+                     f"δ={r['multi_turn']['delta']} with session reads)\n\n"
+                     + table(r["multi_turn"]["rows"], ["session_length", "sessions", "rag_tokens", "ours_tokens",
+                                                        "savings", "rag_recall", "ours_recall"],
+                             ["queries/session", "sessions", "RAG tokens", "our tokens", "savings", "RAG recall",
+                              "our recall"]))
+    return "\n\n".join(parts)
