@@ -101,25 +101,29 @@ class KnowledgeBase:
         from .sessions import SessionStore
 
         tree: TreeStore
+        sessions: Any = SessionStore(settings.store_dir / "sessions")
         if settings.tree_dsn and settings.tree_dsn.startswith(("postgresql://", "postgres://")):
-            from .stores.pg import PostgresTreeStore
+            from .stores.pg import PostgresSessionStore, PostgresTreeStore
 
             tree = PostgresTreeStore(settings.tree_dsn)
+            sessions = PostgresSessionStore(settings.tree_dsn)
         else:
             from .stores.sqlite import SQLiteTreeStore
 
             tree = SQLiteTreeStore(settings.store_dir / "tree.db")
         vectors: VectorStore
         if overrides.get("vector_store") is None:
-            from .stores.lance import LanceVectorStore
+            from .stores.routing import RoutingVectorStore, open_vector_store
 
-            vectors = LanceVectorStore(settings.vector_uri or settings.store_dir / "lance")
+            # attached collections (`kt attach`) are served from their own read-only store
+            vectors = RoutingVectorStore(open_vector_store(settings.vector_uri, settings.store_dir / "lance"),
+                                         overrides.get("tree_store") or tree)
         else:
             vectors = overrides.pop("vector_store")
         parts: dict[str, Any] = {
             "tree_store": tree,
             "vector_store": vectors,
-            "sessions": SessionStore(settings.store_dir / "sessions"),
+            "sessions": sessions,
             "lock": StoreLock(settings.store_dir, timeout=settings.lock_timeout),
             "settings": settings,
         }
