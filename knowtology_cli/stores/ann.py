@@ -88,16 +88,17 @@ def maybe_create_vector_index(
     table: Any,
     rows: int | None = None,
     *,
-    threshold: int = VECTOR_INDEX_THRESHOLD,
+    threshold: int | None = None,
     index_type: str = DEFAULT_INDEX_TYPE,
 ) -> str | None:
-    """Create (or retrain) the vector index of a lancedb ``table`` once it has ``threshold`` rows.
+    """Create (or retrain) the vector index of a lancedb ``table`` once it has ``threshold`` rows
+    (default ``VECTOR_INDEX_THRESHOLD``).
 
     Returns ``"created"``, ``"retrained"`` or None (nothing to do: small table, or an index that
     ``table.optimize()`` keeps current).
     """
     rows = table.count_rows() if rows is None else rows
-    if rows < threshold:
+    if rows < (VECTOR_INDEX_THRESHOLD if threshold is None else threshold):
         return None
     ds = table.to_lance()
     info = vector_index_info(ds)
