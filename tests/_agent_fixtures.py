@@ -11,44 +11,28 @@ import pytest
 
 KT = str(Path(sys.executable).parent / "kt")
 
-CORPUS = {
-    "returns.md": """# Returns and Refunds
-
-## Refund window
-Customers can request a refund within 7 days of purchase. Opened food is excluded from refunds,
-except when it arrived spoiled. Refunds go back to the original payment method.
-
-## Exchanges
-Exchanges are accepted within 14 days when the item is unopened. The driver collects the item on
-the next delivery.
-""",
-    "shipping.md": """# Shipping and Delivery
-
-## Delivery times
-Standard shipping takes 2-3 business days. Remote areas add 1-2 days. Express delivery arrives the
-next morning for orders placed before 8 pm.
-
-## Cold chain
-Chilled and frozen groceries travel in insulated bags with ice packs; a warm frozen item is refunded.
-""",
-    "security.md": """# Information Security
-
-## Passwords
-Passwords need at least 14 characters. Rotate the password when a breach is suspected. Use the
-company password manager; never reuse a password.
-
-## Incident reporting
-Report phishing emails to the security team within one hour using the report button.
-""",
-    "leave.md": """# Paid Time Off
-
-## Annual leave
-Employees accrue 25 days of paid leave a year. Unused days carry over up to 5 days.
-
-## Sick leave
-Sick leave needs a doctor's note after three consecutive days off.
-""",
-}
+CHUNKS = [
+    ("ret-1", "returns.md", "Refund window", "Customers can request a refund within 7 days of purchase. Opened food is excluded from refunds unless it arrived spoiled."),
+    ("ret-2", "returns.md", "Refund payment", "Refunds go back to the original payment method within 5 business days; store credit is instant."),
+    ("ret-3", "returns.md", "Exchanges", "Exchanges are accepted within 14 days when the item is unopened; the driver collects it on the next delivery."),
+    ("ret-4", "returns.md", "Refund abuse", "Accounts with more than five refund requests a month are flagged for review by the trust team."),
+    ("shp-1", "shipping.md", "Delivery times", "Standard shipping takes 2-3 business days. Remote areas add 1-2 days to delivery."),
+    ("shp-2", "shipping.md", "Express delivery", "Express delivery arrives the next morning for orders placed before 8 pm; the express fee is 6 euros."),
+    ("shp-3", "shipping.md", "Cold chain", "Chilled and frozen groceries travel in insulated bags with ice packs; a warm frozen item is refunded."),
+    ("shp-4", "shipping.md", "Missed deliveries", "When nobody is home the driver leaves the insulated box at the door and sends a photo."),
+    ("sec-1", "security.md", "Passwords", "Passwords need at least 14 characters. Use the company password manager and never reuse a password."),
+    ("sec-2", "security.md", "Two-factor login", "Two-factor authentication with a hardware key is required for admin accounts and the VPN."),
+    ("sec-3", "security.md", "Phishing", "Report phishing emails to the security team within one hour using the report button."),
+    ("sec-4", "security.md", "Laptops", "Company laptops use full-disk encryption and lock the screen after five idle minutes."),
+    ("hr-1", "leave.md", "Annual leave", "Employees accrue 25 days of paid leave a year; unused days carry over up to 5 days."),
+    ("hr-2", "leave.md", "Sick leave", "Sick leave needs a doctor's note after three consecutive days off work."),
+    ("hr-3", "leave.md", "Parental leave", "Parents get 16 weeks of paid parental leave, taken within the child's first year."),
+    ("hr-4", "leave.md", "Public holidays", "Public holidays follow the office location calendar; working one earns a day in lieu."),
+    ("inc-1", "incidents.md", "Severity levels", "SEV1 means customers cannot order; page the on-call engineer and open an incident channel."),
+    ("inc-2", "incidents.md", "Database failover", "Fail over the PostgreSQL primary when replication lag exceeds 30 seconds for five minutes."),
+    ("inc-3", "incidents.md", "Postmortems", "Every SEV1 and SEV2 incident gets a blameless postmortem within five business days."),
+    ("inc-4", "incidents.md", "Status page", "Update the public status page within 15 minutes of declaring a customer-facing incident."),
+]
 
 
 def env() -> dict[str, str]:
@@ -67,15 +51,19 @@ def kt(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
 
 
 def write_corpus(directory: Path) -> Path:
+    """The chunks as one JSONL chunk file (stable, readable ids such as ``ret-1``)."""
+    import json
+
     directory.mkdir(parents=True, exist_ok=True)
-    for name, text in CORPUS.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    return directory
+    lines = [json.dumps({"chunk_id": cid, "file_name": name, "doc_id": name, "chunk_index": int(cid.split("-")[1]),
+                         "title": title, "text": text}) for cid, name, title, text in CHUNKS]
+    (directory / "chunks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory / "chunks.jsonl"
 
 
 def build_store(root: Path) -> Path:
     """Ingest the corpus with the hash embedder and build the tree offline, through the CLI."""
-    docs = write_corpus(root / "docs")
+    docs = write_corpus(root / "input")
     store = root / "store"
     kt("ingest", str(docs), "--embedder", "hash", "--store", str(store))
     kt("build", "--builder", "cluster", "--store", str(store))

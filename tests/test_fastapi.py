@@ -20,7 +20,7 @@ ROUTES = {
     "/km/browse": {"path": "root"},
     "/km/search": {"query": "refund within 7 days", "top_k": 2},
     "/km/keyword": {"keywords": "7 days, refund"},
-    "/km/read": {"chunk_ids": ["docs/returns.md#0"]},
+    "/km/read": {"chunk_ids": ["ret-1"]},
 }
 
 
@@ -81,7 +81,7 @@ def test_four_routes_over_http(server, agent_store_copy) -> None:
         assert len(search["result"]["hits"]) == 2 and len(search["text"].splitlines()) == 2
         keyword = client.post("/km/keyword", json={"keywords": "7 days, refund"}).json()
         chunk_id = keyword["result"]["hits"][0]["chunk_id"]
-        assert "returns.md#" in chunk_id
+        assert chunk_id == "ret-1"
 
         headers = {"X-Knowtology-Session": "client-a"}
         first = client.post("/km/read", json={"chunk_ids": [chunk_id]}, headers=headers).json()
