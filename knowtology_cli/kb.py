@@ -251,10 +251,11 @@ class KnowledgeBase:
                 self.vectors.upsert(name, part, vectors)
                 done += len(part)
                 progress("embedding", done, len(todo))
-            if removed:
-                self.vectors.delete(name, removed)
+            if removed:  # mappings first: a kill in between leaves rows unmapped, never orphans
                 self.tree.apply(name, [], [], remove=removed)
-            if todo or removed:
+                self.vectors.delete(name, removed)
+            stale = getattr(self.vectors, "indexes_stale", lambda _: False)(name)
+            if todo or removed or stale:
                 message("updating full-text index…")
                 refresh = getattr(self.vectors, "refresh_indexes", None)
                 if refresh is not None:

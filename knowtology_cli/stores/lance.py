@@ -203,6 +203,21 @@ class LanceVectorStore(VectorStore):
             raise StoreError(f"cannot write vector table {collection!r}: {exc}") from exc
         self._datasets.pop(collection, None)
 
+    def indexes_stale(self, collection: str) -> bool:
+        """True when a full-text index is missing or rows exist that no index covers yet
+        (a killed ingest can leave that; searches stay correct, only slower, until a refresh)."""
+        ds = self._dataset(collection)
+        if ds is None:
+            return False
+        import warnings
+
+        fragments = {f.fragment_id for f in ds.get_fragments()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            covered = {ix["fields"][0]: set(ix.get("fragment_ids") or ()) for ix in ds.list_indices()
+                       if str(ix.get("type", "")).lower().startswith("inverted") and ix.get("fields")}
+        return any(column not in covered or not fragments <= covered[column] for column in FTS_COLUMNS)
+
     def refresh_indexes(self, collection: str) -> None:
         """Create the full-text indexes, or fold new rows into them."""
         table = self._table(collection)
