@@ -218,12 +218,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Print the cosine of local vs reference vectors for the built-in sentences (and SciFact)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scifact", type=int, default=0, help="also check N SciFact paragraphs (long, truncated)")
-    parser.add_argument("--corpus", type=Path, default=Path("/work/shared/bench-data/scifact/corpus.jsonl"))
+    parser.add_argument("--corpus", type=Path, default=None, help="BEIR corpus.jsonl (default: SciFact)")
     args = parser.parse_args(argv)
+    from knowtology_cli.bench.embed_speed import default_corpus
+
     result = check()
     print(f"sentences: n={result['texts']} mean cosine={result['mean_cosine']:.5f} min={result['min_cosine']:.5f}")
     if args.scifact:
-        result = check(_scifact_texts(args.scifact, args.corpus))
+        result = check(_scifact_texts(args.scifact, args.corpus or default_corpus()))
         print(
             f"scifact paragraphs: n={result['texts']} mean cosine={result['mean_cosine']:.5f} "
             f"min={result['min_cosine']:.5f} (up to {result['max_tokens']} tokens)"
