@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CollectionOpt, SessionOpt, StoreOpt, console, handled, settings
+from .common import CollectionOpt, JsonOpt, SessionOpt, StoreOpt, console, emit_json, handled, settings
 
 TopKOpt = Annotated[int, typer.Option("-k", "--top-k", min=1, max=50, help="Default number of search hits.")]
 
@@ -102,20 +102,27 @@ def register(app: typer.Typer) -> None:
         top_k: TopKOpt = 5,
         store: StoreOpt = None,
         collection: CollectionOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Answer QUESTION with an agent that browses, searches and reads, citing the chunk ids it used."""
+        from dataclasses import asdict
+
         from knowtology_cli.agent import ask
 
-        with handled():
+        with handled(as_json):
             tools, _ = open_tools(store, collection, session, top_k=top_k, private_prefix="ask", llm=llm)
             client = _chat_client(tools.kb.settings)
-            result = ask(question, tools, client, max_steps=max_steps, on_step=_print_step)
-        out = console()
-        out.print()
-        out.print(result.answer or "(no answer)", markup=False)
-        out.print(f"\nSources: {', '.join(result.cited) or 'none cited'} · {result.steps_taken} steps, "
-                  f"{result.input_tokens:,} tokens in, {result.output_tokens:,} out, ${result.cost_usd:.4f}",
-                  markup=False, style="dim")
+            result = ask(question, tools, client, max_steps=max_steps,
+                         on_step=(lambda _step: None) if as_json else _StepPrinter())
+        if as_json:
+            emit_json(asdict(result))
+        else:
+            out = console()
+            out.print()
+            out.print(result.answer or "(no answer)", markup=False)
+            out.print(f"\nSources: {', '.join(result.cited) or 'none cited'} · {result.steps_taken} turns, "
+                      f"{len(result.steps)} tool calls, {result.input_tokens:,} tokens in, "
+                      f"{result.output_tokens:,} out, ${result.cost_usd:.4f}", markup=False, style="dim")
         if result.stopped:
             with handled():
                 from knowtology_cli.errors import KnowtologyError
@@ -124,12 +131,25 @@ def register(app: typer.Typer) -> None:
                                       hint="raise --max-steps or ask a narrower question")
 
 
-def _print_step(step: Any) -> None:
-    """One line per tool call as the agent goes: the call, what it returned, its token cost."""
-    args = ", ".join(f"{k}={v!r}" for k, v in step.arguments.items())
-    console(stderr=True).print(
-        f"[bold cyan]→ {step.tool}[/]({args}) [dim]· {step.summary} · step {step.step}: "
-        f"{step.input_tokens:,} in / {step.output_tokens:,} out, ${step.cost_usd:.4f}[/]", highlight=False)
+class _StepPrinter:
+    """One stderr line per tool call as the agent goes; the model turn's cost on its first call."""
+
+    def __init__(self) -> None:
+        self.last_turn = 0
+
+    def __call__(self, step: Any) -> None:
+        from rich.markup import escape
+
+        args = ", ".join(f"{k}={v!r}" for k, v in step.arguments.items())
+        cost = ""
+        if step.step != self.last_turn:
+            self.last_turn = step.step
+            cost = (f" · turn {step.step}: {step.input_tokens:,} tokens in, {step.output_tokens:,} out,"
+                    f" ${step.cost_usd:.4f}")
+        style = "red" if step.error else "cyan"
+        console(stderr=True).print(
+            f"[{style}]→ {escape(step.tool)}[/]({escape(args)}) [dim]· {escape(step.summary)} · "
+            f"{step.result_tokens:,} tokens back{cost}[/]", highlight=False)
 
 
 def _chat_client(cfg: Any) -> Any:

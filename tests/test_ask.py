@@ -1,0 +1,110 @@
+"""``kt ask``: the agent loop against the loopback fake provider, which scripts the tool calls."""
+
+from __future__ import annotations
+
+# ruff: noqa: F811
+import json
+import subprocess
+
+import pytest
+from _agent_fixtures import KT, agent_store, agent_store_copy, env  # noqa: F401
+
+fake_llm = pytest.importorskip("knowtology_cli.testing.fake_llm")
+
+SCRIPT = [
+    {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]},
+    {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "refund window days", "top_k": 3}},
+                    {"name": "km_search_keyword", "arguments": {"keywords": "7 days, refund"}}]},
+    {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1", "ret-2"]}}]},
+    {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+    {"text": "Refunds can be requested within 7 days of purchase [ret-1]; they are paid back to the "
+             "original payment method within 5 business days [ret-2]."},
+]
+
+
+def _ask(store, provider: str, server, *args: str) -> subprocess.CompletedProcess:
+    environment = env()
+    if provider == "openai":
+        environment.update(OPENAI_API_KEY="sk-test-key", OPENAI_BASE_URL=server.openai_base_url)
+        model = "openai:gpt-4o-mini"
+    else:
+        environment.update(ANTHROPIC_API_KEY="sk-ant-test-key", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+        model = "anthropic:claude-sonnet-4-6"
+    return subprocess.run([KT, "ask", "How long do customers have to ask for a refund?", "--llm", model,
+                           "--store", str(store), *args], capture_output=True, text=True, env=environment,
+                          timeout=180)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_scripted_exploration_answers_with_citations(agent_store_copy, provider) -> None:
+    with fake_llm.FakeLLMServer(chat_script=[dict(t) for t in SCRIPT]) as server:
+        proc = _ask(agent_store_copy, provider, server)
+        calls = [c for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    # each tool call is shown as it happens, with its token cost
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("→ ")]
+    assert [line.split("(")[0] for line in lines] == [
+        "→ km_browse_tree", "→ km_search_chunks", "→ km_search_keyword", "→ km_read_chunks", "→ km_read_chunks"]
+    assert "tokens in" in lines[0] and "tokens back" in lines[0]
+    assert "read 2" in lines[3] and "1 already read" in lines[4]
+    assert "within 7 days of purchase [ret-1]" in proc.stdout
+    assert "Sources: ret-1, ret-2" in proc.stdout
+    # the model saw the tool specs and got the tool results back
+    assert len(calls) == 5
+    first = calls[0].body
+    names = ([t["function"]["name"] for t in first["tools"]] if provider == "openai"
+             else [t["name"] for t in first["tools"]])
+    assert names == ["km_browse_tree", "km_search_chunks", "km_search_keyword", "km_read_chunks"]
+    last = json.dumps(calls[-1].body, ensure_ascii=False)
+    assert "within 7 days of purchase" in last and "(already read — skip)" in last
+
+
+def test_max_steps_stops_the_loop(agent_store_copy) -> None:
+    def forever(_body):
+        return {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]}
+
+    with fake_llm.FakeLLMServer(chat_script=forever) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--max-steps", "3")
+        chat_calls = [c for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 1
+    assert len(chat_calls) == 3
+    assert "Error: stopped after 3 steps without a final answer" in proc.stderr
+    assert proc.stderr.count("→ km_browse_tree") == 3
+
+
+def test_json_output_and_tool_errors_go_back_to_the_model(agent_store_copy) -> None:
+    script = [
+        {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "No/Such"}}]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["hr-2"]}}]},
+        {"text": "A doctor's note is needed after three days off [hr-2]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        second = json.dumps([c for c in server.calls if c.kind == "chat"][1].body, ensure_ascii=False)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["cited"] == ["hr-2"] and result["read_ids"] == ["hr-2"] and not result["stopped"]
+    assert result["steps"][0]["error"] and result["steps"][0]["output"].startswith("Error: no category 'No/Such'")
+    assert "Error: no category" in second
+
+
+def test_ask_without_a_model_is_a_clear_error(agent_store) -> None:
+    proc = subprocess.run([KT, "ask", "anything", "--store", str(agent_store)], capture_output=True, text=True,
+                          env=env(), timeout=120)
+    assert proc.returncode == 1 and "Error: kt ask needs a model" in proc.stderr
+
+
+def test_library_loop_with_scripted_llm(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[dict(t) for t in SCRIPT])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="lib-ask")
+    steps = []
+    result = ask("refund window?", tools, llm, on_step=steps.append)
+    tools.close()
+    assert [s.tool for s in steps] == ["km_browse_tree", "km_search_chunks", "km_search_keyword",
+                                       "km_read_chunks", "km_read_chunks"]
+    assert result.cited == ["ret-1", "ret-2"] and result.steps_taken == 5
+    assert result.input_tokens > 0 and not result.stopped
