@@ -1,0 +1,49 @@
+"""The compact text is the same on every surface; ``--format context`` and ``--min-score`` work."""
+
+from __future__ import annotations
+
+# ruff: noqa: F811
+import pytest
+from _agent_fixtures import agent_store, agent_store_copy, kt  # noqa: F401
+
+from knowtology_cli import KnowledgeMapTools
+
+
+@pytest.fixture()
+def tools(agent_store_copy):
+    t = KnowledgeMapTools.open(str(agent_store_copy), session="lib")
+    yield t
+    t.close()
+
+
+def test_cli_prints_the_agent_text(agent_store_copy, tools) -> None:
+    store = str(agent_store_copy)
+    assert kt("search", "refund window", "-k", "3", "--store", store).stdout.strip() == \
+        tools.call("km_search_chunks", {"query": "refund window", "top_k": 3})
+    assert kt("grep", "7 days, refund", "--store", store).stdout.strip() == \
+        tools.call("km_search_keyword", {"keywords": "7 days, refund"})
+    assert kt("read", "ret-2", "--session", "cli", "--store", store).stdout.strip() == \
+        tools.call("km_read_chunks", {"chunk_ids": ["ret-2"]})
+
+
+def test_format_context(agent_store_copy) -> None:
+    store = str(agent_store_copy)
+    hits = kt("search", "refund window", "-k", "2", "--format", "context", "--store", store).stdout.splitlines()
+    assert len(hits) == 2 and all(line.startswith("- [") for line in hits)
+    assert hits[0].startswith("- [ret-1] (")
+    grep = kt("grep", "password manager", "-k", "1", "--format", "context", "--store", store).stdout.strip()
+    assert grep.startswith("- [sec-1] (")
+    read = kt("read", "sec-1", "--format", "context", "--session", "ctx", "--store", store).stdout.strip()
+    assert read.startswith('<chunk id="sec-1" source="security.md#1" path="') and read.endswith("</chunk>")
+    assert "at least 14 characters" in read
+
+
+def test_min_score_filters_hits(agent_store_copy, tools) -> None:
+    store = str(agent_store_copy)
+    scores = [h.score for h in tools.keyword("refund", top_k=10).hits]
+    assert len(scores) >= 3
+    cut = scores[1]
+    out = kt("grep", "refund", "-k", "10", "--min-score", str(cut), "--store", store).stdout.strip().splitlines()
+    assert len(out) == sum(1 for s in scores if s >= cut) < len(scores)
+    none = kt("search", "refund", "--min-score", "5", "--store", store).stdout.strip()
+    assert none == "No results for 'refund'."
