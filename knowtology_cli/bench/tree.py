@@ -1,0 +1,174 @@
+"""`kt bench tree`: agreement of a built tree with a gold taxonomy (NMI / ARI per level) and its shape.
+
+The gold file is a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3`` (CACM's ACM CR codes cut to
+one, two and three digits). Only labelled documents are scored. For scale, every tree level is shown
+beside two references with the same number of groups: a *shuffled* tree (the same leaf sizes,
+documents assigned at random — what chance gives) and *flat k-means* on the same embeddings.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from knowtology_cli.bench.data import COLLECTION, load_dataset, open_store
+
+
+def read_labels(path: Path) -> dict[str, tuple[str, str, str]]:
+    """``doc_id -> (l1, l2, l3)`` from a labels TSV with a header row."""
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline().rstrip("\n").split("\t")
+        col = {name: i for i, name in enumerate(header)}
+        for line in fh:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= len(header):
+                out[parts[col["doc_id"]]] = (parts[col["l1"]], parts[col["l2"]], parts[col["l3"]])
+    return out
+
+
+def shape(kb: Any) -> dict[str, Any]:
+    """Depth, nodes per level, children per inner node and chunks per leaf."""
+    nodes = kb.tree.nodes(COLLECTION)
+    children = Counter(n.parent_id for n in nodes if n.parent_id is not None)
+    leaves = [n for n in nodes if n.id not in children]
+    sizes = [n.chunk_count for n in leaves]
+    fan = list(children.values()) + [sum(1 for n in nodes if n.parent_id is None)]
+    return {"depth": max((n.level for n in nodes), default=0),
+            "nodes_per_level": {str(lv): sum(1 for n in nodes if n.level == lv) for lv in (1, 2, 3)},
+            "leaves": len(leaves),
+            "children_min": min(fan, default=0), "children_median": statistics.median(fan) if fan else 0,
+            "children_max": max(fan, default=0),
+            "leaf_size_min": min(sizes, default=0), "leaf_size_median": statistics.median(sizes) if sizes else 0,
+            "leaf_size_mean": round(statistics.fmean(sizes), 1) if sizes else 0, "leaf_size_max": max(sizes, default=0)}
+
+
+def agreement(tree_labels: dict[str, str], gold: dict[str, tuple[str, str, str]]) -> dict[str, float]:
+    """NMI and ARI of one partition against gold levels l1, l2, l3 (labelled documents only)."""
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    docs = sorted(d for d in tree_labels if d in gold)
+    pred = [tree_labels[d] for d in docs]
+    out: dict[str, float] = {"docs": len(docs)}
+    for i, name in enumerate(("l1", "l2", "l3")):
+        truth = [gold[d][i] for d in docs]
+        out[f"nmi_{name}"] = round(float(normalized_mutual_info_score(truth, pred)), 4)
+        out[f"ari_{name}"] = round(float(adjusted_rand_score(truth, pred)), 4)
+    return out
+
+
+def judge(kb: Any, gold: dict[str, tuple[str, str, str]], builder: str, vectors: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Rows per tree level: the tree, a shuffled tree of the same shape, flat k-means with as many groups."""
+    from sklearn.cluster import KMeans
+
+    paths = {m.doc_id: m.path for m in kb.tree.mappings(COLLECTION)}
+    depth = max((p.count("/") + 1 for p in paths.values()), default=0)
+    rng = np.random.default_rng(0)
+    rows = []
+    for level in range(1, depth + 1):
+        labels = {d: "/".join(p.split("/")[:level]) for d, p in paths.items()}
+        groups = len(set(labels.values()))
+        rows.append({"builder": builder, "level": level, "groups": groups, **agreement(labels, gold)})
+        docs = list(labels)
+        shuffled = dict(zip(docs, rng.permutation([labels[d] for d in docs]), strict=True))
+        rows.append({"builder": "shuffled (chance)", "level": level, "groups": groups, **agreement(shuffled, gold)})
+        ids = [d for d in docs if d in vectors]
+        km = KMeans(n_clusters=min(groups, len(ids)), n_init=3, random_state=0).fit(np.stack([vectors[d] for d in ids]))
+        flat = {d: str(c) for d, c in zip(ids, km.labels_, strict=True)}
+        rows.append({"builder": "flat k-means", "level": level, "groups": groups, **agreement(flat, gold)})
+    return rows
+
+
+def run_tree(data_dir: str = "cacm", *, labels: Path | None = None, embedder: str = "local", llm: str | None = None,
+             out_dir: Any = None, message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Build the offline tree (and the LLM tree when ``llm`` is given) and judge them against ``labels``."""
+    from knowtology_cli.errors import ConfigError
+
+    ds = load_dataset(data_dir)
+    label_path = labels or ds.root / "labels.tsv"
+    if not label_path.is_file():
+        raise ConfigError(f"no labels file at {label_path}", hint="pass --labels FILE (doc_id, codes, l1, l2, l3)")
+    gold = read_labels(label_path)
+    kb, store, _ = open_store(ds, embedder, message=message)
+    result: dict[str, Any] = {"dataset": ds.name, "labels": str(label_path), "labelled_docs": len(gold),
+                              "embedder": embedder, "builders": {}}
+    try:
+        vectors: dict[str, np.ndarray] = {}
+        for chunks, vecs in kb.vectors.iter_rows(COLLECTION, with_vectors=True):
+            vectors.update({c.doc_id: v for c, v in zip(chunks, vecs, strict=True)})
+        message(f"{ds.name}: offline cluster build…")
+        t0 = time.perf_counter()
+        kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
+        seconds = round(time.perf_counter() - t0, 2)
+        result["builders"]["cluster"] = {"seconds": seconds, "shape": shape(kb),
+                                         "rows": judge(kb, gold, "offline cluster", vectors)}
+    finally:
+        kb.close()
+    if llm:
+        result["builders"]["llm"] = _llm_tree(store, llm, gold, vectors, message)
+    else:
+        result["llm_note"] = "LLM builder not run: pass --llm PROVIDER:MODEL (no provider configured here)"
+    if out_dir is not None:
+        result["plot"] = str(_plot(result, Path(out_dir) / f"tree_{ds.name}.png"))
+    return result
+
+
+def _llm_tree(store: Path, spec: str, gold: dict, vectors: dict, message: Callable[[str], None]) -> dict[str, Any]:
+    """Build the LLM tree on a copy of the scratch store (the cached cluster tree stays as it is)."""
+    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.llm import get_llm
+
+    with tempfile.TemporaryDirectory(prefix="kt-tree-") as tmp:
+        copy = Path(tmp, "store")
+        shutil.copytree(store, copy, ignore=shutil.ignore_patterns("sessions"))
+        kb = KnowledgeBase.open(copy)
+        try:
+            message(f"LLM build with {spec}…")
+            t0 = time.perf_counter()
+            report = kb.build(collection=COLLECTION, builder="llm", llm=get_llm(spec), rebuild=True)
+            return {"seconds": round(time.perf_counter() - t0, 2), "shape": shape(kb),
+                    "report": report.model_dump(mode="json") if hasattr(report, "model_dump") else str(report),
+                    "rows": judge(kb, gold, f"llm {spec}", vectors)}
+        finally:
+            kb.close()
+
+
+def _plot(result: dict[str, Any], path: Path) -> Path:
+    from knowtology_cli.bench.report import curves_plot
+
+    series: dict[str, list[tuple[float, float]]] = {}
+    for b in result["builders"].values():
+        for r in b["rows"]:
+            series.setdefault(f"{r['builder']} (NMI vs l1)", []).append((r["level"], r["nmi_l1"]))
+            series.setdefault(f"{r['builder']} (NMI vs l3)", []).append((r["level"], r["nmi_l3"]))
+    return curves_plot(series, path, title=f"{result['dataset']}: tree vs gold taxonomy", xlabel="tree level",
+                       ylabel="NMI")
+
+
+def tree_markdown(result: dict[str, Any]) -> str:
+    from knowtology_cli.bench.report import table
+
+    parts = [f"### {result['dataset']} tree vs `{Path(result['labels']).name}` ({result['labelled_docs']:,} labelled docs)"]
+    for name, b in result["builders"].items():
+        parts.append(f"{name}: built in {b['seconds']} s")
+        parts.append(table(b["rows"], ["builder", "level", "groups", "nmi_l1", "nmi_l2", "nmi_l3", "ari_l1", "ari_l2",
+                                       "ari_l3"],
+                           ["builder", "tree level", "groups", "NMI l1", "NMI l2", "NMI l3", "ARI l1", "ARI l2",
+                            "ARI l3"]))
+        s = b["shape"]
+        parts.append(table([{**s, "nodes_per_level": " / ".join(str(v) for v in s["nodes_per_level"].values())}],
+                           ["depth", "nodes_per_level", "leaves", "children_min", "children_median", "children_max",
+                            "leaf_size_min", "leaf_size_median", "leaf_size_mean", "leaf_size_max"],
+                           ["depth", "nodes L1/L2/L3", "leaves", "children min", "median", "max", "leaf size min",
+                            "median", "mean", "max"]))
+    if result.get("llm_note"):
+        parts.append(result["llm_note"])
+    return "\n\n".join(parts)
