@@ -231,7 +231,11 @@ _register_extensions()
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler is in place (startup, parsing)
+        print("Interrupted — nothing was written.", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":
