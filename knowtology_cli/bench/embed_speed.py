@@ -43,7 +43,8 @@ def measure(texts: Sequence[str], embedder: Embedder | None = None, *, warmup: i
 
     Returns:
         ``{"embedder", "threads", "texts", "tokens", "truncated", "seconds", "texts_per_s",
-        "tokens_per_s"}``; tokens are the model's (word pieces, with [CLS]/[SEP]).
+        "tokens_per_s", "cpu_seconds", "load_average"}``; tokens are the model's (word pieces,
+        with [CLS]/[SEP]); the load average is the machine's 1-minute figure before the run.
     """
     if embedder is None:
         from knowtology_cli.embedders.local import LocalOnnxEmbedder
@@ -54,9 +55,11 @@ def measure(texts: Sequence[str], embedder: Embedder | None = None, *, warmup: i
     max_length = getattr(embedder, "max_length", None)
     if warmup:
         embedder.embed_documents(list(texts[:warmup]))
-    started = time.perf_counter()
+    load_before = _load_average()
+    started, cpu_started = time.perf_counter(), time.process_time()
     embedder.embed_documents(list(texts))
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
     tokens = sum(lengths)
     return {
         "embedder": embedder.name,
@@ -67,7 +70,17 @@ def measure(texts: Sequence[str], embedder: Embedder | None = None, *, warmup: i
         "seconds": round(seconds, 3),
         "texts_per_s": round(len(texts) / seconds, 1) if seconds else None,
         "tokens_per_s": round(tokens / seconds) if seconds and tokens else None,
+        # Wall figures drop when other processes share the cores; CPU time and load tell why.
+        "cpu_seconds": round(cpu_seconds, 3),
+        "load_average": load_before,
     }
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -84,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"{result['embedder']} ({result['threads']} threads): {result['texts']} paragraphs, "
         f"{result['tokens']} tokens ({result['truncated']} truncated at 256) in {result['seconds']} s — "
-        f"{result['texts_per_s']} texts/s, {result['tokens_per_s']} tokens/s"
+        f"{result['texts_per_s']} texts/s, {result['tokens_per_s']} tokens/s "
+        f"(CPU {result['cpu_seconds']} s, load average {result['load_average']} on {os.cpu_count()} cores)"
     )
     print(json.dumps(result))
 
