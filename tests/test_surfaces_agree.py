@@ -47,3 +47,23 @@ def test_min_score_filters_hits(agent_store_copy, tools) -> None:
     assert len(out) == sum(1 for s in scores if s >= cut) < len(scores)
     none = kt("search", "refund", "--min-score", "5", "--store", store).stdout.strip()
     assert none == "No results for 'refund'."
+
+
+def test_missing_extra_names_the_install_command() -> None:
+    from knowtology_cli.errors import ConfigError
+    from knowtology_cli.integrations import require
+
+    with pytest.raises(ConfigError) as info:
+        require("no_such_package_for_knowtology", "mcp", "the MCP server")
+    assert info.value.hint == 'pip install "knowtology-cli[mcp]"'
+
+
+def test_one_spec_list_feeds_every_surface(tools) -> None:
+    from knowtology_cli.tools import TOOLS
+
+    assert [t.name for t in TOOLS] == ["km_browse_tree", "km_search_chunks", "km_search_keyword", "km_read_chunks"]
+    assert [t.route for t in TOOLS] == ["browse", "search", "keyword", "read"]
+    assert [t.name for t in tools.get_langchain_tools()] == [t.name for t in TOOLS]
+    assert TOOLS[3].parameters()["required"] == ["chunk_ids"]
+    with pytest.raises(Exception, match="bad arguments for km_search_chunks: query: Field required"):
+        tools.run("km_search_chunks", {"top_k": 2})
