@@ -21,7 +21,7 @@ from knowtology_cli.tokens import DEFAULT_ENCODING, count_tokens, prefix_within
 TITLE_SEPARATOR = " › "
 DEFAULT_TARGET_TOKENS = 300
 DEFAULT_MAX_TOKENS = 450
-#: No token of cl100k_base / o200k_base spans more than 128 bytes (so more characters).
+#: No token of cl100k_base / o200k_base spans more than 128 bytes, hence no more characters.
 MAX_TOKEN_CHARS = 128
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -55,8 +55,16 @@ class DocChunk:
 
 
 @dataclass(frozen=True)
-class _Heading:
-    start: int  # offset of the heading's first line (overline included)
+class Heading:
+    """A heading found in a normalised text.
+
+    Attributes:
+        start: offset of the heading's first line (its overline, if any).
+        level: 1 for the top level; ATX by ``#`` count, underlines by order of appearance.
+        title: the heading text, markup stripped.
+    """
+
+    start: int
     level: int
     title: str
 
@@ -99,14 +107,14 @@ def _front_matter_end(lines: list[tuple[int, str]]) -> int:
     return 0
 
 
-def find_headings(text: str, *, atx: bool = True) -> list[_Heading]:
+def find_headings(text: str, *, atx: bool = True) -> list[Heading]:
     """Headings of a normalised text: ATX (``# Title``) and underlined / overlined titles.
 
     Lines inside fenced code blocks and YAML front matter are never headings. Underline styles
     get levels in order of first appearance (the reST rule; setext ``=`` then ``-`` gives 1, 2).
     """
     lines = _lines(text)
-    headings: list[_Heading] = []
+    headings: list[Heading] = []
     styles: dict[tuple[str, bool], int] = {}
     fence: str | None = None
     index = _front_matter_end(lines)
@@ -124,14 +132,14 @@ def find_headings(text: str, *, atx: bool = True) -> list[_Heading]:
             continue
         atx_match = _ATX.match(line) if atx else None
         if atx_match:
-            headings.append(_Heading(offset, len(atx_match.group(1)), (atx_match.group(2) or "").strip()))
+            headings.append(Heading(offset, len(atx_match.group(1)), (atx_match.group(2) or "").strip()))
             index += 1
             continue
         underline = _underline_heading(lines, index)
         if underline is not None:
             start_line, char, overline = underline
             level = styles.setdefault((char, overline), len(styles) + 1)
-            headings.append(_Heading(lines[start_line][0], level, line.strip()))
+            headings.append(Heading(lines[start_line][0], level, line.strip()))
             index += 2
             continue
         index += 1
@@ -411,6 +419,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_TARGET_TOKENS",
     "DocChunk",
+    "Heading",
     "find_headings",
     "normalise",
     "split_document",
