@@ -54,7 +54,7 @@ def _run_cold(argv: list[str], env: dict[str, str]) -> tuple[float, float, float
     return float(out[0]), int(out[1]) / 1024, float(out[2]), int(out[3])
 
 
-def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None) -> list[dict[str, Any]]:
+def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs: int = RUNS) -> list[dict[str, Any]]:
     """Median cold wall time and peak RSS of each CLI command beside ``python -c pass``."""
     kt = str(Path(sys.executable).with_name("kt"))
     env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "KNOWTOLOGY_COLLECTION": COLLECTION,
@@ -75,10 +75,10 @@ def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None) -> l
     ]
     rows = []
     for name, argv in commands:
-        runs = [_run_cold(argv, env) for _ in range(RUNS)]
-        rows.append({"command": name, "wall_ms": round(statistics.median(r[0] for r in runs) * 1000, 1),
-                     "cpu_ms": round(statistics.median(r[2] for r in runs) * 1000, 1),
-                     "peak_rss_mib": round(max(r[1] for r in runs), 1), "exit": max(r[3] for r in runs)})
+        timed = [_run_cold(argv, env) for _ in range(max(1, runs))]
+        rows.append({"command": name, "wall_ms": round(statistics.median(r[0] for r in timed) * 1000, 1),
+                     "cpu_ms": round(statistics.median(r[2] for r in timed) * 1000, 1),
+                     "peak_rss_mib": round(max(r[1] for r in timed), 1), "exit": max(r[3] for r in timed)})
     base, base_cpu = rows[0]["wall_ms"], rows[0]["cpu_ms"]
     for r in rows:
         r["x_python"] = round(r["wall_ms"] / base, 2) if base else None
@@ -116,16 +116,18 @@ def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[s
             "cli_ingest_peak_rss_mib": round(rss, 1), "cli_exit": code}
 
 
-def scaled_store(data_dir: str, size: int, message: Callable[[str], None]) -> tuple[Path, str]:
+def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embedder: str = "local") -> tuple[Path, str]:
     """A cached store of ``size`` chunks: the collection's text repeated with distinct ids (see module doc)."""
-    from knowtology_cli.embedders import DEFAULT_EMBEDDER
+    from knowtology_cli.embedders import canonical_name, get_embedder
     from knowtology_cli.ingest import content_hash
     from knowtology_cli.kb import KnowledgeBase
     from knowtology_cli.models import Chunk
     from knowtology_cli.stores.base import CollectionInfo
 
     ds = load_dataset(data_dir)
-    directory = cache_root() / f"scale-{ds.name}-{size}"
+    name = canonical_name(embedder)
+    dim = get_embedder(embedder).dimension
+    directory = cache_root() / f"scale-{ds.name}-{size}-{name.replace(':', '_').replace('/', '_')}"
     marker = directory / "bench.json"
     if marker.is_file():
         meta = json.loads(marker.read_text())
@@ -135,19 +137,19 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None]) -> tu
     base_vectors: dict[str, np.ndarray] = {}
     source = "random unit vectors"
     try:
-        src, _, _ = open_store(ds, "local", message=message) if _has_local_store(ds) else (None, None, None)
+        src, _, _ = open_store(ds, embedder, message=message) if _has_store(ds, embedder) else (None, None, None)
         if src is not None:
             for chunks, vecs in src.vectors.iter_rows(COLLECTION, with_vectors=True):
                 base_vectors.update({c.chunk_id: v for c, v in zip(chunks, vecs, strict=True)})
             src.close()
-            source = f"stored {DEFAULT_EMBEDDER} vectors of the original + N(0, {NOISE}²) noise"
+            source = f"stored {name} vectors of the original + N(0, {NOISE}²) noise"
     except Exception:  # noqa: BLE001 - fall back to random vectors
         base_vectors = {}
     message(f"building a {size:,}-chunk store from {ds.name} ({source})…")
     lines = chunk_lines(ds)
     rng = np.random.default_rng(7)
     kb = KnowledgeBase.open(directory)
-    kb.tree.ensure_collection(CollectionInfo(name=COLLECTION, embedder=DEFAULT_EMBEDDER, dimension=384))
+    kb.tree.ensure_collection(CollectionInfo(name=COLLECTION, embedder=name, dimension=dim))
     batch_n = 10_000
     for start in range(0, size, batch_n):
         chunks, vecs = [], []
@@ -158,7 +160,7 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None]) -> tu
             chunks.append(Chunk(chunk_id=cid, text=o["text"], doc_id=cid, file_name="corpus.jsonl", chunk_index=0,
                                 title=o["title"], content_hash=content_hash(o["text"], o["title"])))
             v = base_vectors.get(o["_id"])
-            v = rng.standard_normal(384).astype(np.float32) if v is None else v + rng.normal(0, NOISE, 384)
+            v = rng.standard_normal(dim).astype(np.float32) if v is None else v + rng.normal(0, NOISE, dim)
             vecs.append(v / np.linalg.norm(v))
         kb.vectors.upsert(COLLECTION, chunks, np.asarray(vecs, dtype=np.float32))
         message(f"  {min(size, start + batch_n):,}/{size:,}")
@@ -168,10 +170,10 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None]) -> tu
     return directory, source
 
 
-def _has_local_store(ds: Any) -> bool:
+def _has_store(ds: Any, embedder: str) -> bool:
     from knowtology_cli.bench.data import store_dir_for
 
-    return (store_dir_for(ds, "local") / "bench.json").is_file()
+    return (store_dir_for(ds, embedder) / "bench.json").is_file()
 
 
 def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Callable[[str], None]) -> dict[str, Any]:
@@ -231,7 +233,7 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
 
 
 def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann: bool = True, embedder: str = "local",
-              ingest_chunks: int = 200, n_queries: int = 50, out_dir: Any = None,
+              ingest_chunks: int = 200, n_queries: int = 50, runs: int = RUNS, out_dir: Any = None,
               message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Every speed measurement; see the module docstring for what is real and what is synthetic."""
     ds = load_dataset(data_dir)
@@ -251,13 +253,14 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
     finally:
         kb.close()
     message("cold CLI commands…")
-    result["cold"] = cold_commands(store, next(iter(small.judged().values())), chunk_id, leaf)
+    result["cold"] = cold_commands(store, next(iter(small.judged().values())), chunk_id, leaf, runs)
+    result["cold_runs"] = runs
     result["cold_store"] = f"{small.name} ({embedder})"
     message(f"ingest throughput on {ingest_chunks} {ds.name} chunks…")
     result["ingest"] = ingest_throughput(chunk_lines(ds)[:ingest_chunks], embedder)
     result["scale"] = []
     for size in sizes or [10_000, 100_000]:
-        directory, source = scaled_store(data_dir, size, message)
+        directory, source = scaled_store(data_dir, size, message, embedder)
         message(f"warm latency at {size:,} chunks…")
         row = warm_latency(directory, queries, ann=ann, message=message)
         row["vectors"] = source
@@ -271,7 +274,7 @@ def speed_markdown(result: dict[str, Any]) -> str:
 
     parts = [f"Load average at start / end: {result['load_average_at_start']} / {result.get('load_average_at_end')} "
              f"on {result['cpus']} CPUs.",
-             f"### Cold start (fresh process, median of {RUNS}; store: {result['cold_store']})\n\n"
+             f"### Cold start (fresh process, median of {result.get('cold_runs', RUNS)}; store: {result['cold_store']})\n\n"
              + table(result["cold"], ["command", "wall_ms", "x_python", "cpu_ms", "x_python_cpu", "peak_rss_mib", "exit"],
                      ["command", "wall ms", "× python -c pass", "CPU ms", "CPU × python", "peak RSS MiB", "exit"])]
     ing = result["ingest"]

@@ -76,6 +76,9 @@ def speed(
     data_dir: Annotated[str, typer.Option("--data", help="Collection whose text is used and scaled up.")] = "scifact",
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated chunk counts for warm latency.")] = "10000,100000",
     ann: Annotated[bool, typer.Option("--ann/--no-ann", help="Also measure a LanceDB ANN vector index.")] = True,
+    embedder: EmbedderOpt = "local",
+    runs: Annotated[int, typer.Option("--runs", help="Cold runs per command (median is reported).")] = 3,
+    queries: Annotated[int, typer.Option("--queries", help="Queries for warm latency.")] = 50,
     out: OutOpt = DEFAULT_OUT,
     as_json: JsonOpt = False,
 ) -> None:
@@ -84,7 +87,7 @@ def speed(
 
     with handled(as_json):
         result = run_speed(data_dir, sizes=[int(s) for s in sizes.split(",") if s.strip()], ann=ann, out_dir=out,
-                           message=_say)
+                           embedder=embedder, runs=runs, n_queries=queries, message=_say)
     _finish("speed", result, out, as_json, speed_markdown(result))
 
 
