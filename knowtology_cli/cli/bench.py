@@ -108,6 +108,25 @@ def tree(
     _finish("tree", result, out, as_json, tree_markdown(result))
 
 
+@bench_app.command("build")
+def build_(
+    data_dir: Annotated[str, typer.Argument(help="BEIR folder (or name) to plan and build.")] = "scifact",
+    sample: Annotated[int, typer.Option("--sample", help="Chunks in the smaller plan and the wall-time runs.")] = 1000,
+    latency: Annotated[float, typer.Option("--latency", help="Fake server seconds per call.")] = 2.0,
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Comma-separated levels ('' skips the runs).")] = "1,2,4,8",
+    full_build: Annotated[bool, typer.Option("--full-build", help="Also build the whole collection with both SDKs.")] = False,
+    out: OutOpt = DEFAULT_OUT,
+    as_json: JsonOpt = False,
+) -> None:
+    """LLM build plan per model profile vs the seed's call count, and wall time vs --concurrency (fake server)."""
+    from knowtology_cli.bench.build import build_markdown, run_build_bench
+
+    with handled(as_json):
+        result = run_build_bench(data_dir, sample=sample, latency=latency, full_build=full_build, message=_say,
+                                 concurrency=[int(x) for x in concurrency.split(",") if x.strip()])
+    _finish("build", result, out, as_json, build_markdown(result))
+
+
 @bench_app.command("all")
 def all_(
     embedder: EmbedderOpt = "local",

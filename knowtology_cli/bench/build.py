@@ -1,0 +1,268 @@
+"""`kt bench build`: LLM build plans per model profile vs the seed, and wall time vs --concurrency.
+
+Three parts:
+
+* **plan** — for the whole collection (SciFact: 5,183 chunks) and a 1,000-chunk stride sample, per
+  model profile: the calls our planner makes (CREATE on a sample + EXTEND batches, see
+  ``build.llm_builder``), the seed's fixed-batch call count, expected input/output tokens and cost
+  at list price. Nothing is called.
+* **concurrency** — a real build of the sample against the standalone fake server
+  (``python -m knowtology_cli.testing.fake_llm --latency 2``) over the OpenAI SDK, once per
+  ``--concurrency`` value, with the call log's cache off so every run pays for every call.
+* **full build** (``--full-build``) — the whole collection built through both providers' SDKs
+  against the fake server: every chunk must end up mapped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from knowtology_cli.build.batching import ChunkCost, chunk_costs
+from knowtology_cli.build.llm_builder import plan_build
+from knowtology_cli.llm.profiles import PROFILES, ModelProfile
+
+MessageFn = Callable[[str], None]
+FAKE_KEY = "sk-bench-fake-server"
+#: Reply budget of the wall-time runs: small enough that 1,000 chunks need ~25 calls to spread out.
+WALL_MAX_OUTPUT = 4096
+
+
+def _costs_by_encoding(items: Sequence[tuple[str, str]], profiles: Sequence[ModelProfile],
+                       per_chunk_cap: int) -> dict[str, list[ChunkCost]]:
+    """Raw (ratio 1) costs once per tokenizer; profiles scale them (same result as ``chunk_costs``)."""
+    out: dict[str, list[ChunkCost]] = {}
+    for p in profiles:
+        if p.encoding not in out:
+            neutral = p.model_copy(update={"token_ratio": 1.0})
+            out[p.encoding] = chunk_costs(items, neutral, per_chunk_cap=per_chunk_cap)
+    return out
+
+
+def _scaled(costs: Sequence[ChunkCost], profile: ModelProfile) -> list[ChunkCost]:
+    if profile.token_ratio == 1.0:
+        return list(costs)
+    return [ChunkCost(c.chunk_id, profile.provider_tokens(c.input_tokens), profile.provider_tokens(c.output_tokens))
+            for c in costs]
+
+
+def stride_sample(items: Sequence[Any], n: int) -> list[Any]:
+    """``n`` items spread evenly over ``items`` (deterministic)."""
+    if n >= len(items):
+        return list(items)
+    return [items[(2 * i + 1) * len(items) // (2 * n)] for i in range(n)]
+
+
+def plan_table(items: Sequence[tuple[str, str]], *, sample: int = 1000, per_chunk_cap: int = 400,
+               profiles: Sequence[ModelProfile] | None = None, message: MessageFn = lambda _m: None) -> list[dict]:
+    """One row per (corpus size, profile): our calls vs the seed's, tokens, cost."""
+    profiles = list(profiles or PROFILES.values())
+    message(f"counting tokens of {len(items):,} chunks…")
+    raw = _costs_by_encoding(items, profiles, per_chunk_cap)
+    rows = []
+    sample_ids = {cid for cid, _ in stride_sample(items, sample)}
+    for label, keep in ((f"{len(items):,} chunks", None), (f"{min(sample, len(items)):,}-chunk sample", sample_ids)):
+        for p in profiles:
+            costs = _scaled([c for c in raw[p.encoding] if keep is None or c.chunk_id in keep], p)
+            bp = plan_build(costs, p, has_tree=False, per_chunk_cap=per_chunk_cap)
+            d = bp.as_dict()
+            rows.append({"corpus": label, "profile": p.name, "calls": d["calls"], "seed_calls": d["seed_calls"],
+                         "within_seed": d["calls"] <= d["seed_calls"], "per_call": d["largest_batch"],
+                         "seed_per_call": p.seed_batch_size, "input_tokens": d["input_tokens"],
+                         "output_tokens": d["output_tokens"], "cost_usd": d["cost_usd"],
+                         "why": _why(p, d) if d["calls"] > d["seed_calls"] else ""})
+    return rows
+
+
+def _why(p: ModelProfile, d: dict) -> str:
+    if p.context_window <= 8192:
+        return f"{p.context_window:,}-token context: {p.seed_batch_size} chunks don't fit one prompt"
+    return (f"{p.max_output_tokens:,}-token output cap: {p.seed_batch_size} assignments overflow the reply "
+            f"(≤{d['largest_batch']} fit)")
+
+
+# ------------------------------------------------------------------------- fake server runs
+class StandaloneFakeServer:
+    """``python -m knowtology_cli.testing.fake_llm`` in a subprocess (its first stdout line is the URL)."""
+
+    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0) -> None:
+        self.args = [sys.executable, "-m", "knowtology_cli.testing.fake_llm", "--port", "0",
+                     "--latency", str(latency), "--fail-rate", str(fail_rate), "--seed", "0"]
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def __enter__(self) -> StandaloneFakeServer:
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http"):
+            raise RuntimeError("the fake server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def calls(self) -> list[dict]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/_calls", timeout=10) as resp:
+            return json.loads(resp.read())
+
+
+def _scratch_kb(rows: Sequence[dict], directory: Path, message: MessageFn) -> Any:
+    import io
+
+    from knowtology_cli.kb import KnowledgeBase
+
+    kb = KnowledgeBase.open(directory)
+    message(f"ingesting {len(rows):,} chunks (hash embedder) into {directory}…")
+    stream = io.StringIO("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    kb.ingest(["-"], stdin=stream, embedder="hash")
+    return kb
+
+
+def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[int],
+                     max_output_tokens: int = WALL_MAX_OUTPUT, message: MessageFn = lambda _m: None) -> list[dict]:
+    """Wall time of the same build at each concurrency level (cache off, fake server with ``latency``)."""
+    from knowtology_cli.build.llm_builder import LLMTreeBuilder
+    from knowtology_cli.llm import get_llm, get_profile
+
+    profile = get_profile("gpt-4o-mini").with_overrides(max_output_tokens=max_output_tokens)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="kt-bench-build-") as tmp, StandaloneFakeServer(latency=latency) as srv:
+        kb = _scratch_kb(rows, Path(tmp) / "store", message)
+        for level in levels:
+            llm = get_llm("openai:gpt-4o-mini", api_key=FAKE_KEY, base_url=srv.url + "/v1", profile=profile)
+            before = len(srv.calls())
+            started = time.perf_counter()
+            report = LLMTreeBuilder(kb, "default", llm, concurrency=level, use_cache=False).run(rebuild=True)
+            seconds = time.perf_counter() - started
+            served = len(srv.calls()) - before
+            message(f"concurrency {level}: {seconds:.1f} s, {report.llm_calls} calls, {report.nodes} categories")
+            out.append({"concurrency": level, "seconds": round(seconds, 1), "calls": report.llm_calls,
+                        "server_requests": served, "input_tokens": report.input_tokens,
+                        "output_tokens": report.output_tokens, "categories": report.nodes,
+                        "mapped": report.mapped, "unmapped": report.unmapped,
+                        "ideal_seconds": round(latency * (1 + math.ceil((report.llm_calls - 1) / level)), 1)})
+        kb.close()
+    base = out[0]["seconds"] if out else 0
+    for r in out:
+        r["speedup"] = round(base / r["seconds"], 2) if r["seconds"] else None
+    return out
+
+
+def full_builds(rows: Sequence[dict], *, specs: Sequence[str], concurrency: int = 4,
+                message: MessageFn = lambda _m: None) -> list[dict]:
+    """Build the whole collection with each provider's SDK against the fake server (no latency)."""
+    from knowtology_cli.build.llm_builder import LLMTreeBuilder
+    from knowtology_cli.llm import get_llm
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="kt-bench-full-") as tmp, StandaloneFakeServer() as srv:
+        kb = _scratch_kb(rows, Path(tmp) / "store", message)
+        for spec in specs:
+            base = srv.url + "/v1" if spec.startswith("openai:") else srv.url
+            llm = get_llm(spec, api_key=FAKE_KEY, base_url=base)
+            started = time.perf_counter()
+            report = LLMTreeBuilder(kb, "default", llm, concurrency=concurrency, use_cache=False).run(rebuild=True)
+            nodes = kb.tree.nodes("default")
+            message(f"{spec}: {report.mapped:,} mapped, {report.unmapped} unmapped, {report.llm_calls} calls")
+            out.append({"spec": spec, "chunks": report.mapped + report.unmapped, "mapped": report.mapped,
+                        "unmapped": report.unmapped, "calls": report.llm_calls, "batches": report.batches,
+                        "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
+                        "cost_usd": report.cost_usd, "categories": len(nodes),
+                        "top_level": sum(1 for n in nodes if n.level == 1),
+                        "max_depth": max((n.level for n in nodes), default=0),
+                        "seconds": round(time.perf_counter() - started, 1)})
+        kb.close()
+    return out
+
+
+# ------------------------------------------------------------------------------ entry points
+def run_build_bench(
+    data_dir: str | Path = "scifact",
+    *,
+    sample: int = 1000,
+    latency: float = 2.0,
+    concurrency: Sequence[int] = (1, 2, 4, 8),
+    full_build: bool = False,
+    out_dir: Path | None = None,
+    message: MessageFn = lambda _m: None,
+) -> dict[str, Any]:
+    """Plan table, concurrency wall times and (optionally) full builds; a JSON-ready dict."""
+    from knowtology_cli.bench.data import chunk_lines, load_dataset
+
+    ds = load_dataset(data_dir)
+    lines = chunk_lines(ds)
+    items = [(o["_id"], f"{o['title']}\n{o['text']}" if o["title"] else o["text"]) for o in lines]
+    result: dict[str, Any] = {"dataset": ds.name, "chunks": len(items), "sample": min(sample, len(items)),
+                              "plan": plan_table(items, sample=sample, message=message)}
+    sample_rows = stride_sample(lines, sample)
+    if concurrency:
+        result["latency"] = latency
+        result["wall_max_output_tokens"] = WALL_MAX_OUTPUT
+        result["concurrency"] = concurrency_runs(sample_rows, latency=latency, levels=list(concurrency),
+                                                 message=message)
+    if full_build:
+        result["full_build"] = full_builds(lines, specs=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"],
+                                           message=message)
+    return result
+
+
+def build_markdown(result: dict[str, Any]) -> str:
+    """The tables of :func:`run_build_bench`."""
+    from knowtology_cli.bench.report import table
+
+    parts = [f"## LLM build plan on {result['dataset']} — our calls vs the seed's fixed batches\n",
+             table(result["plan"], ["corpus", "profile", "calls", "seed_calls", "within_seed", "per_call",
+                                    "seed_per_call", "input_tokens", "output_tokens", "cost_usd", "why"],
+                   ["corpus", "profile", "calls", "seed calls", "≤ seed", "chunks/call", "seed chunks/call",
+                    "tokens in", "tokens out", "est. USD", "why more"])]
+    if result.get("concurrency"):
+        parts.append(f"\n## Wall time vs --concurrency ({result['sample']:,} chunks, fake server "
+                     f"{result['latency']:g} s per call, replies capped at {result['wall_max_output_tokens']:,} tokens)\n")
+        parts.append(table(result["concurrency"], ["concurrency", "calls", "seconds", "ideal_seconds", "speedup",
+                                                   "input_tokens", "categories", "unmapped"],
+                           ["concurrency", "calls", "wall s", "ideal s", "speed-up", "tokens in", "categories",
+                            "unmapped"]))
+    if result.get("full_build"):
+        parts.append(f"\n## Full build of {result['chunks']:,} chunks through both SDKs (fake server)\n")
+        parts.append(table(result["full_build"], ["spec", "chunks", "mapped", "unmapped", "calls", "input_tokens",
+                                                  "output_tokens", "cost_usd", "categories", "top_level",
+                                                  "max_depth", "seconds"]))
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m knowtology_cli.bench.build [DATA] [--sample N] [--latency S] [--concurrency 1,2,4,8]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m knowtology_cli.bench.build", description=__doc__.split("\n")[0])
+    ap.add_argument("data", nargs="?", default="scifact")
+    ap.add_argument("--sample", type=int, default=1000)
+    ap.add_argument("--latency", type=float, default=2.0)
+    ap.add_argument("--concurrency", default="1,2,4,8", help="comma-separated levels; empty skips the runs")
+    ap.add_argument("--full-build", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    os.environ.setdefault("LANCE_LOG", "error")
+    result = run_build_bench(args.data, sample=args.sample, latency=args.latency,
+                             concurrency=[int(x) for x in args.concurrency.split(",") if x.strip()],
+                             full_build=args.full_build, message=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=1) if args.json else build_markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
