@@ -366,6 +366,10 @@ def test_near_duplicate_names_merge_into_the_existing_spelling():
         "Billing/Invoices"]
     assert out["categories"][0]["path"] == "Customer Service/Refunds"
     assert merger.merged >= 5
+    twins = NameMerger(["Diabetes/Type 1 Diabetes", "Hepatitis/Hepatitis B Virus"])
+    assert twins.path("Diabetes/Type 2 Diabetes") == "Diabetes/Type 2 Diabetes"
+    assert twins.path("Hepatitis/Hepatitis C Virus") == "Hepatitis/Hepatitis C Virus"
+    assert twins.path("diabetes/type 1 diabetes") == "Diabetes/Type 1 Diabetes"
 
 
 # ------------------------------------------------------------------------------ concurrency
