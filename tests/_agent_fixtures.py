@@ -70,10 +70,19 @@ def build_store(root: Path) -> Path:
     return store
 
 
+_BUILT: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def agent_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store holding the small corpus with a cluster-built tree (read-only for tests)."""
-    return build_store(tmp_path_factory.mktemp("agents"))
+    """A store holding the small corpus with a cluster-built tree (read-only for tests).
+
+    Each test module that imports this fixture gets its own fixture definition, so the store is
+    cached here to build it once per test run.
+    """
+    if "store" not in _BUILT:
+        _BUILT["store"] = build_store(tmp_path_factory.mktemp("agents"))
+    return _BUILT["store"]
 
 
 @pytest.fixture()

@@ -60,18 +60,19 @@ def register(app: typer.Typer) -> None:
     def serve_command(
         host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs KNOWTOLOGY_API_TOKEN.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0 picks a free one).")] = 8765,
+        session: SessionOpt = None,
         top_k: TopKOpt = 5,
         store: StoreOpt = None,
         collection: CollectionOpt = None,
     ) -> None:
         """Serve the four tools over HTTP (FastAPI): /km/browse, /km/search, /km/keyword, /km/read; docs at /docs.
 
-        Sessions come from the X-Knowtology-Session header (default: the configured session).
+        Each request's read history is the session named by its X-Knowtology-Session header (default: --session).
         """
         from knowtology_cli.integrations.fastapi import serve
 
         with handled():
-            tools, _ = open_tools(store, collection, None, top_k=top_k)
+            tools, _ = open_tools(store, collection, session, top_k=top_k)
             serve(tools, host=host, port=port, token=tools.kb.settings.api_token,
                   announce=lambda text: console(stderr=True).print(text, markup=False))
 
@@ -120,7 +121,9 @@ def register(app: typer.Typer) -> None:
             out = console()
             out.print()
             out.print(result.answer or "(no answer)", markup=False)
-            out.print(f"\nSources: {', '.join(result.cited) or 'none cited'} · {result.steps_taken} turns, "
+            uncited = [i for i in result.read_ids if i not in result.cited]
+            read_note = f" (also read: {', '.join(uncited)})" if uncited else ""
+            out.print(f"\nSources: {', '.join(result.cited) or 'none cited'}{read_note} · {result.steps_taken} turns, "
                       f"{len(result.steps)} tool calls, {result.input_tokens:,} tokens in, "
                       f"{result.output_tokens:,} out, ${result.cost_usd:.4f}", markup=False, style="dim")
         if result.stopped:
