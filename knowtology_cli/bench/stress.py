@@ -155,18 +155,24 @@ class Audit:
 
 def audit_store(store: Path, collection: str = "default", *, expected: dict[str, str] | None = None,
                 versions: Iterable[dict[str, str]] = (), complete_tree: bool = False,
-                keyword: str | None = None) -> Audit:
-    """Check the invariants listed in the module docstring; ``expected`` also checks nothing was lost."""
-    out = Audit()
-    status = run_kt(["status", "--store", str(store), "--json"])
-    if status.returncode != 0:
-        out.problems.append(f"kt status failed: {status.stderr.strip()[-300:]}")
-        return out
-    report = {c["name"]: c for c in json.loads(status.stdout)["collections"]}
+                keyword: str | None = None, cli_status: bool = True) -> Audit:
+    """Check the invariants listed in the module docstring; ``expected`` also checks nothing was lost.
+
+    ``cli_status=False`` asks the library for the status instead of a ``kt status`` subprocess.
+    """
     from ..kb import KnowledgeBase
 
+    out = Audit()
+    if cli_status:
+        status = run_kt(["status", "--store", str(store), "--json"])
+        if status.returncode != 0:
+            out.problems.append(f"kt status failed: {status.stderr.strip()[-300:]}")
+            return out
+        report = {c["name"]: c for c in json.loads(status.stdout)["collections"]}
     kb = KnowledgeBase.open(store)
     try:
+        if not cli_status:
+            report = {c.name: c.model_dump() for c in kb.status().collections}
         if kb.tree.get_collection(collection) is None:
             if expected:
                 out.rows_lost = len(expected)
@@ -299,31 +305,35 @@ class Workspace:
             shutil.rmtree(store)
         store.parent.mkdir(parents=True, exist_ok=True)
         if template:
-            shutil.copytree(self.templates[template], store)
+            shutil.copytree(self.template(template), store)
+        return store
+
+    def template(self, name: str) -> Path:
+        """A finished store to start trials from (built on first use): v1, v1-built, v2-old-tree."""
+        if name in self.templates:
+            return self.templates[name]
+        base, step = {
+            "v1": (None, ["ingest", str(self.v1), "--embedder", "hash"]),
+            "v1-built": ("v1", ["build", "--builder", "cluster"]),
+            "v2-old-tree": ("v1-built", ["ingest", str(self.v2), "--prune"]),
+        }[name]
+        store = self.root / "templates" / name
+        if base:
+            shutil.copytree(self.template(base), store)
+        done = run_kt([*step, "--store", str(store)])
+        if done.returncode != 0:
+            raise RuntimeError(f"preparing {name}: kt {' '.join(step)} failed: {done.stderr[-500:]}")
+        self.templates[name] = store
         return store
 
 
-def prepare(root: Path, *, rows: int = 2400, say: Callable[[str], None] = print) -> Workspace:
-    """Write both corpus versions and the template stores the scenarios start from."""
+def prepare(root: Path, *, rows: int = 1600, docs: int = 24, say: Callable[[str], None] = print) -> Workspace:
+    """Write both corpus versions; template stores are built when a scenario first needs them."""
     v1, v2 = root / "v1" / "corpus", root / "v2" / "corpus"  # same directory name: file names match
-    write_corpus(v1, rows=rows, version=1)
-    write_corpus(v2, rows=rows, version=2)
+    write_corpus(v1, rows=rows, docs=docs, version=1)
+    write_corpus(v2, rows=rows, docs=docs, version=2)
     ws = Workspace(root, v1, v2, expected_rows(v1), expected_rows(v2))
     say(f"corpus: v1 {len(ws.expected_v1)} chunks, v2 {len(ws.expected_v2)} chunks")
-    for name, steps in {
-        "v1": [["ingest", str(v1), "--embedder", "hash"]],
-        "v1-built": [["ingest", str(v1), "--embedder", "hash"], ["build", "--builder", "cluster"]],
-        "v2-old-tree": [["ingest", str(v1), "--embedder", "hash"], ["build", "--builder", "cluster"],
-                        ["ingest", str(v2), "--prune"]],
-    }.items():
-        store = root / "templates" / name
-        for step in steps:
-            started = time.monotonic()
-            done = run_kt([*step, "--store", str(store)])
-            if done.returncode != 0:
-                raise RuntimeError(f"preparing {name}: kt {' '.join(step)} failed: {done.stderr[-500:]}")
-            ws.durations.setdefault(" ".join(step[:1] + step[2:3]), time.monotonic() - started)
-        ws.templates[name] = store
     return ws
 
 
@@ -369,7 +379,7 @@ def _trial(ws: Workspace, scenario: str, number: int, rng: random.Random, *, arg
             trial.problems.append(f"re-run kt {step[0]} failed: {done.stderr.strip()[-300:]}")
             break
     final = audit_store(store, expected=expected, versions=versions, complete_tree=complete_tree,
-                        keyword=rng.choice(WORDS))
+                        keyword=rng.choice(WORDS), cli_status=False)
     trial.problems += [f"after re-run: {p}" for p in final.problems]
     trial.rows_lost = final.rows_lost
     trial.duplicate_ids = max(trial.duplicate_ids, final.duplicate_ids)
@@ -622,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m knowtology_cli.bench.stress", description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="kill trials per scenario (default 20)")
     ap.add_argument("--rounds", type=int, default=2, help="concurrency rounds (default 2)")
-    ap.add_argument("--rows", type=int, default=2400, help="JSONL rows in the stress corpus")
+    ap.add_argument("--rows", type=int, default=1600, help="JSONL rows in the stress corpus")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=",".join((*SCENARIOS, "concurrency")), help="comma-separated scenarios")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")

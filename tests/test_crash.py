@@ -1,0 +1,144 @@
+"""Crash safety (issue #6.2, #6.4): SIGKILL / SIGINT of real ``kt`` processes, and injected failures.
+
+The full harness is ``python -m knowtology_cli.bench.stress`` (``make stress``); here a few kill
+trials per command keep the invariants guarded in the normal suite, and in-process fault injection
+hits the narrow windows (between batches, before the index refresh, inside a prune) every time.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowtology_cli.bench import stress
+from knowtology_cli.embedders.hash import HashEmbedder
+from knowtology_cli.errors import EmbeddingError
+from knowtology_cli.kb import KnowledgeBase
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> stress.Workspace:
+    return stress.prepare(tmp_path_factory.mktemp("crash"), rows=240, docs=4, say=lambda _: None)
+
+
+@pytest.mark.parametrize("scenario", ["ingest", "build"])
+def test_sigkill_trials_leave_a_consistent_store_and_rerun_completes(workspace, scenario: str) -> None:
+    trials = stress.run_crash_trials(workspace, scenario, 2, random.Random(7), say=lambda _: None)
+    assert [t.problems for t in trials] == [[], []]
+    assert stress.summarize(trials)["rows_lost"] == stress.summarize(trials)["duplicate_ids"] == 0
+
+
+def test_sigint_exits_130_with_a_message(workspace) -> None:
+    store = workspace.fresh_store("sigint")
+    outcome = stress.run_and_kill(["ingest", str(workspace.v1), "--embedder", "hash", "--store", str(store)], 1.2,
+                                  sig=signal.SIGINT)
+    assert outcome.killed
+    assert outcome.returncode in (130, -signal.SIGINT), outcome.stderr
+    assert "Interrupted" in outcome.stderr and "Traceback" not in outcome.stderr
+    audit = stress.audit_store(store, versions=[workspace.expected_v1])
+    assert audit.problems == [] and audit.duplicate_ids == 0
+
+
+# in-process fault injection -----------------------------------------------------------------------
+class FlakyEmbedder(HashEmbedder):
+    """A hash embedder whose provider dies on the ``fail_on``-th batch call."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__(64)
+        self.calls, self.fail_on = 0, fail_on
+
+    def embed_batch(self, texts: list[str], kind: str = "document") -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise EmbeddingError("provider returned 500 (injected)")
+        return super().embed_batch(texts, kind)
+
+
+def _kb(store: Path, **parts) -> KnowledgeBase:
+    return KnowledgeBase.open(store, **parts)
+
+
+def test_embedding_provider_failing_mid_ingest_leaves_no_half_batch(workspace, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import knowtology_cli.kb as kb_module
+
+    monkeypatch.setattr(kb_module, "UPSERT_BATCH", 50)
+    store = tmp_path / "store"
+    flaky = FlakyEmbedder(fail_on=3)
+    with pytest.raises(EmbeddingError):
+        _kb(store, embedder=flaky).ingest([str(workspace.v1)], embedder="hash")
+    audit = stress.audit_store(store, versions=[workspace.expected_v1], cli_status=False)
+    assert audit.problems == []
+    assert audit.rows % 50 == 0 and 0 < audit.rows < len(workspace.expected_v1)  # whole batches only
+    report = _kb(store).ingest([str(workspace.v1)])
+    assert report.unchanged == audit.rows and report.embedded == len(workspace.expected_v1) - audit.rows
+    final = stress.audit_store(store, expected=workspace.expected_v1, keyword="refund", cli_status=False)
+    assert final.problems == [] and final.rows_lost == 0
+
+
+def test_killed_before_the_index_refresh_rerun_restores_keyword_search(workspace, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from knowtology_cli.stores.lance import LanceVectorStore
+
+    store = tmp_path / "store"
+
+    def killed(self, collection: str) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(LanceVectorStore, "refresh_indexes", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _kb(store).ingest([str(workspace.v1)], embedder="hash")
+    report = _kb(store).ingest([str(workspace.v1)])
+    assert report.embedded == 0
+    final = stress.audit_store(store, expected=workspace.expected_v1, keyword="refund", cli_status=False)
+    assert final.problems == []
+
+
+def test_killed_inside_a_prune_is_finished_by_the_rerun(workspace, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from knowtology_cli.stores.lance import LanceVectorStore
+
+    store = workspace.fresh_store("prune-window", "v1-built")
+
+    def killed(self, collection, chunk_ids) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(LanceVectorStore, "delete", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _kb(store).ingest([str(workspace.v2)], prune=True)
+    mid = stress.audit_store(store, versions=[workspace.expected_v1, workspace.expected_v2], cli_status=False)
+    assert mid.problems == []  # mappings went first: no mapping points at a missing chunk
+    kb = _kb(store)
+    kb.ingest([str(workspace.v2)], prune=True)
+    kb.build(builder="cluster")
+    final = stress.audit_store(store, expected=workspace.expected_v2, complete_tree=True, cli_status=False)
+    assert final.problems == []
+
+
+def test_failed_tree_write_rolls_back_whole(workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    store = workspace.fresh_store("tree-rollback", "v1-built")
+    before = stress.audit_store(store, cli_status=False)
+    mappings_before = len(_kb(store).tree.mappings("default"))
+    real_recount = __import__("knowtology_cli.stores.sqlite", fromlist=["_recount"])._recount
+
+    def dying_recount(conn: sqlite3.Connection, collection: str) -> None:
+        real_recount(conn, collection)
+        raise KeyboardInterrupt  # killed after every row was written, before COMMIT
+
+    monkeypatch.setattr("knowtology_cli.stores.sqlite._recount", dying_recount)
+    with pytest.raises(KeyboardInterrupt):
+        _kb(store).build(builder="cluster", rebuild=True)
+    monkeypatch.undo()
+    after = stress.audit_store(store, cli_status=False)
+    assert after.problems == [] and after.unmapped == before.unmapped == 0
+    assert len(_kb(store).tree.mappings("default")) == mappings_before
