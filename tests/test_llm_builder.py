@@ -408,7 +408,7 @@ def test_extend_calls_run_in_parallel_and_results_are_applied_on_the_calling_thr
 @pytest.mark.parametrize("provider,model", [("openai", "gpt-4o-mini"), ("anthropic", "claude-haiku-4-5")])
 def test_fake_server_faults_with_the_real_sdks(tmp_path, provider, model):
     kb = make_kb(tmp_path, corpus())
-    faults = ["malformed", "drop_ids", "unknown_ids", "deep_paths", "rate_limit", "server_error", "hang"]
+    faults = ["malformed", "drop_ids", "unknown_ids", "deep_paths", "rate_limit", "server_error", "hang", "truncated"]
     with FakeLLMServer(faults=faults, retry_after=0.05, hang_seconds=5) as srv:
         base = srv.openai_base_url if provider == "openai" else srv.anthropic_base_url
         profile = get_profile(model).with_overrides(max_output_tokens=1800)
@@ -424,4 +424,21 @@ def test_fake_server_faults_with_the_real_sdks(tmp_path, provider, model):
     assert_tree_sound(kb)
     logged = kb.tree.calls("default")
     assert any(r["kind"] == "followup" for r in logged)  # drop_ids → follow-up call
+    assert any(r["status"] == "truncated" for r in logged)  # cut reply → the batch was split in halves
     assert all(SENTINEL not in json.dumps(r) for r in logged)
+
+
+# ------------------------------------------------------------------------------ bench
+def test_bench_plan_table_compares_every_profile_with_the_seed():
+    from knowtology_cli.bench.build import build_markdown, plan_table, stride_sample
+
+    items = [(r["chunk_id"], r["text"] * 6) for r in corpus(60)]
+    rows = plan_table(items, sample=100)
+    assert len(rows) == 2 * 8 and {r["corpus"] for r in rows} == {"300 chunks", "100-chunk sample"}
+    for r in rows:
+        assert r["within_seed"] == (r["calls"] <= r["seed_calls"])
+        assert r["within_seed"] or r["why"]  # more calls than the seed only with a stated reason
+        if r["profile"] in ("gpt-4o-mini", "claude-haiku-4-5", "claude-sonnet-4-6"):
+            assert r["within_seed"]
+    assert stride_sample(list(range(10)), 3) == [1, 5, 8]
+    assert "seed calls" in build_markdown({"dataset": "x", "plan": rows})
