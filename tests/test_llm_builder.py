@@ -350,6 +350,17 @@ def test_rebuild_starts_over(tmp_path):
     assert_tree_sound(kb)
 
 
+def test_a_rebuild_that_cannot_apply_anything_keeps_the_old_tree_and_says_so(tmp_path):
+    kb = make_kb(tmp_path, corpus(3))
+    build(kb, scripted())
+    before = {(m.chunk_id, m.path) for m in kb.tree.mappings("default")}
+    down = scripted(lambda s, u: ProviderFailure("HTTP 503", retryable=True, status=503), max_retries=0)
+    down.model = "gpt-4o"
+    with pytest.raises(BuildError, match="rebuild failed"):
+        build(kb, down, rebuild=True)
+    assert {(m.chunk_id, m.path) for m in kb.tree.mappings("default")} == before
+
+
 # ------------------------------------------------------------------------------ merge
 def test_near_duplicate_names_merge_into_the_existing_spelling():
     assert name_key("Refunds & Returns") == name_key("return and refund")

@@ -438,6 +438,14 @@ class LLMTreeBuilder:
         self.kb.tree.set_builder(self.collection, "llm")
         report = self._finish(started, False, notes, build_plan.calls, tally)
         still, _, _ = pending_work(self.kb, self.collection)
+        if self.replace_next and self.order:  # --rebuild, and not one reply could be applied
+            raise BuildError(
+                f"rebuild failed: no reply could be applied, so the previous tree is kept "
+                f"({tally.failed} batch(es) failed; last error: "
+                f"{(self.failures[-1].error if self.failures else 'none')[:300]}). This run: {tally.calls} calls, "
+                f"{tally.input_tokens:,} tokens in, {tally.output_tokens:,} out, ${tally.cost_usd:.4f}",
+                hint="check the provider and run `kt build --rebuild` again",
+            )
         if still:
             raise self._incomplete(still, report, tally)
         return report
