@@ -342,9 +342,11 @@ def test_rebuild_starts_over(tmp_path):
             item["path"] = "Fresh/" + item["path"].split("/")[0]
         return reply
 
+    kb.vectors.delete("default", ["refund-00"])  # an orphan too: it must not turn the rebuild into EXTEND
     llm = scripted(renamed)
     llm.model = "gpt-4o"  # another model: its prompts are not in the call log
     report = build(kb, llm, rebuild=True)
+    assert report.mapped == 14 and "<tree>" not in llm.calls[0].user
     assert report.unmapped == 0 and "Propose the category tree" in llm.calls[0].user
     assert {n.path.split("/")[0] for n in kb.tree.nodes("default")} == {"Fresh"}
     assert_tree_sound(kb)

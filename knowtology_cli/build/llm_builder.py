@@ -397,7 +397,7 @@ class LLMTreeBuilder:
         started = time.perf_counter()
         pending, orphans, hashes = pending_work(self.kb, self.collection)
         if rebuild:
-            pending, orphans = sorted(hashes), []
+            pending = sorted(hashes)
         self.hashes = hashes
         self.paths: list[str] = [] if rebuild else [n.path for n in self.kb.tree.nodes(self.collection)]
         self.replace_next = rebuild
@@ -430,7 +430,8 @@ class LLMTreeBuilder:
         self.message(plan_note)
         if orphans:
             self.kb.tree.apply(self.collection, [], [], remove=orphans)
-            self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
+            if not rebuild:  # a rebuild starts from no tree whatever the old one holds
+                self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
         notes = [plan_note, *tally.notes]
         if orphans:
