@@ -31,7 +31,7 @@ FTS_OPTIONS: dict[str, Any] = {
     "with_position": True,
     "base_tokenizer": "simple",
     "lower_case": True,
-    "stem": False,
+    "stem": True,
     "remove_stop_words": True,
     "ascii_folding": True,
 }
