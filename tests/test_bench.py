@@ -78,7 +78,8 @@ def test_tokens_json_reports_policies_and_sessions(bench_env: Path) -> None:
         assert _in_unit(row["recall"]) and row["tokens"] > 0
     assert rows["full-k k=10"]["tokens"] > rows["full-k k=1"]["tokens"]
     for row in coll["multi_turn"]["rows"]:
-        assert row["rag_tokens"] > 0 and _in_unit(row["ours_recall"])
+        assert row["rag_tokens"] > 0 and _in_unit(row["snippets+pick_recall"])
+        assert row["rag+session_tokens"] <= row["rag_tokens"]
 
 
 def test_tree_json_scores_levels_against_labels(bench_env: Path, tmp_path: Path) -> None:

@@ -176,59 +176,81 @@ def _has_store(ds: Any, embedder: str) -> bool:
     return (store_dir_for(ds, embedder) / "bench.json").is_file()
 
 
+def _exact_top10(kb: Any, query_vectors: np.ndarray) -> list[list[str]]:
+    ids: list[str] = []
+    blocks = []
+    for chunks, vecs in kb.vectors.iter_rows(COLLECTION, with_vectors=True):
+        ids.extend(c.chunk_id for c in chunks)
+        blocks.append(vecs)
+    sims = query_vectors @ np.concatenate(blocks).T
+    return [[ids[i] for i in np.argsort(-row)[:10]] for row in sims]
+
+
 def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Callable[[str], None]) -> dict[str, Any]:
-    """Warm library latency of search (3 modes), grep and read; optionally again with an ANN index."""
+    """Warm library latency of search (3 modes), grep and read on the store as ingest leaves it.
+
+    With ``ann``, a copy of the store is measured with the vector index toggled: the product's own
+    index (``stores.ann``, built automatically past its threshold) added to a flat store, or dropped
+    from an indexed one — so both sides of the threshold are measured at every size.
+    """
     from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.stores.ann import has_vector_index, maybe_create_vector_index
 
     kb = KnowledgeBase.open(directory)
     out: dict[str, Any] = {"chunks": kb.vectors.count(COLLECTION)}
     ids = list(kb.vectors.fingerprints(COLLECTION))
     rng = np.random.default_rng(3)
+    embedder = kb.embedder_for(COLLECTION)
+    qv = np.stack([embedder.embed_query(q) for q in queries])
+    exact = _exact_top10(kb, qv)
 
     def timed(fn: Callable[[], Any]) -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
         fn()
         return time.perf_counter() - t0, time.process_time() - c0
 
-    def measure(label: str) -> None:
-        for mode in ("semantic", "hybrid", "keyword"):
-            kb.search(queries[0], collection=COLLECTION, k=10, mode=mode)
-            pairs = [timed(lambda q=q, m=mode: kb.search(q, collection=COLLECTION, k=10, mode=m)) for q in queries]
+    def recall(store: Any) -> float:
+        got = [[s.chunk_id for s in store.vectors.vector_search(COLLECTION, v, 10)] for v in qv]
+        return round(float(np.mean([len(set(g) & set(e)) / 10 for g, e in zip(got, exact, strict=True)])), 4)
+
+    def measure(store: Any, label: str, full: bool) -> None:
+        for mode in ("semantic", "hybrid") + (("keyword",) if full else ()):
+            store.search(queries[0], collection=COLLECTION, k=10, mode=mode)
+            pairs = [timed(lambda q=q, m=mode: store.search(q, collection=COLLECTION, k=10, mode=m)) for q in queries]
             out[f"{label}search_{mode}"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
-        if label:
+        if not full:
             return
-        pairs = [timed(lambda q=q: kb.grep(q, collection=COLLECTION, k=10)) for q in queries]
+        pairs = [timed(lambda q=q: store.grep(q, collection=COLLECTION, k=10)) for q in queries]
         out["grep"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         picks = [[ids[i] for i in rng.integers(0, len(ids), 3)] for _ in queries]
-        pairs = [timed(lambda p=p: kb.read(p, collection=COLLECTION, session="bench-speed", force=True)) for p in picks]
+        pairs = [timed(lambda p=p: store.read(p, collection=COLLECTION, session="bench-speed", force=True))
+                 for p in picks]
         out["read_3"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
 
-    measure("")
-    if ann:
-        exact = {q: [s.chunk_id for s in kb.vectors.vector_search(COLLECTION, kb.embedder_for(COLLECTION).embed_query(q), 10)]
-                 for q in queries}
-        message(f"  creating an IVF_HNSW_SQ index on {out['chunks']:,} vectors…")
-        t0 = time.perf_counter()
-        index_dir = Path(tempfile.mkdtemp(prefix="kt-ann-", dir=directory))
-        shutil.copytree(directory / "lance", index_dir / "lance")
-        shutil.copy(directory / "tree.db", index_dir / "tree.db")
-        kb.close()
-        kb = KnowledgeBase.open(index_dir)
-        table = kb.vectors._table(COLLECTION)  # type: ignore[attr-defined]
-        partitions = max(1, int(out["chunks"] ** 0.5 / 4))
-        table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ",
-                           num_partitions=partitions)
-        kb.vectors._datasets.pop(COLLECTION, None)  # type: ignore[attr-defined]
-        out["ann_build_s"] = round(time.perf_counter() - t0, 1)
-        out["ann_index"] = f"IVF_HNSW_SQ, {partitions} partitions, default nprobes"
-        got = {q: [s.chunk_id for s in kb.vectors.vector_search(COLLECTION, kb.embedder_for(COLLECTION).embed_query(q), 10)]
-               for q in queries}
-        out["ann_recall@10_vs_exact"] = round(float(np.mean([len(set(got[q]) & set(exact[q])) / 10 for q in queries])), 4)
-        measure("ann_")
-        kb.close()
-        shutil.rmtree(index_dir, ignore_errors=True)
-        return out
+    indexed = has_vector_index(kb.vectors._dataset(COLLECTION))  # type: ignore[attr-defined]
+    out["vector_index"] = "ANN (automatic)" if indexed else "none (flat)"
+    measure(kb, "", True)
+    out["recall@10_vs_exact"] = recall(kb)
     kb.close()
+    if ann:
+        label = "flat_" if indexed else "ann_"
+        message(f"  {'dropping' if indexed else 'creating'} the vector index on a copy of {out['chunks']:,} rows…")
+        with tempfile.TemporaryDirectory(prefix="kt-ann-") as tmp:
+            copy = Path(tmp, "store")
+            shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("sessions"))
+            other = KnowledgeBase.open(copy)
+            table = other.vectors._table(COLLECTION)  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            if indexed:
+                table.drop_index("vector_idx")
+            else:
+                maybe_create_vector_index(table, threshold=0)
+                out["ann_build_s"] = round(time.perf_counter() - t0, 1)
+            other.vectors._datasets.pop(COLLECTION, None)  # type: ignore[attr-defined]
+            out["alternative"] = "flat (index dropped)" if indexed else "ANN (product index forced)"
+            measure(other, label, False)
+            out[f"{label}recall@10_vs_exact"] = recall(other)
+            other.close()
     return out
 
 
@@ -286,14 +308,18 @@ def speed_markdown(result: dict[str, Any]) -> str:
     rows = []
     for s in result["scale"]:
         for key in ("search_semantic", "search_hybrid", "search_keyword", "grep", "read_3", "ann_search_semantic",
-                    "ann_search_hybrid"):
+                    "ann_search_hybrid", "flat_search_semantic", "flat_search_hybrid"):
             if key in s:
-                rows.append({"chunks": s["chunks"], "operation": key, **s[key]})
-    parts.append("### Warm latency (library, k=10)\n\n" + table(rows, ["chunks", "operation", "p50_ms", "p95_ms", "mean_ms", "cpu_p50_ms"],
-                                                                ["chunks", "operation", "p50 ms", "p95 ms", "mean ms",
-                                                                 "CPU p50 ms"]))
+                index = s["vector_index"] if not key.startswith(("ann_", "flat_")) else s.get("alternative")
+                rows.append({"chunks": s["chunks"], "operation": key.removeprefix("ann_").removeprefix("flat_"),
+                             "vector index": index if "search_" in key and "keyword" not in key else "–", **s[key]})
+    parts.append("### Warm latency (library, k=10)\n\n" + table(
+        rows, ["chunks", "operation", "vector index", "p50_ms", "p95_ms", "mean_ms", "cpu_p50_ms"],
+        ["chunks", "operation", "vector index", "p50 ms", "p95 ms", "mean ms", "CPU p50 ms"]))
     for s in result["scale"]:
-        if "ann_index" in s:
-            parts.append(f"{s['chunks']:,} chunks: {s['ann_index']}, built in {s['ann_build_s']} s, "
-                         f"recall@10 vs exact {s['ann_recall@10_vs_exact']}; vectors: {s['vectors']}.")
+        alt = next((k for k in ("ann_recall@10_vs_exact", "flat_recall@10_vs_exact") if k in s), None)
+        parts.append(f"{s['chunks']:,} chunks: vector index {s['vector_index']} — recall@10 vs exact "
+                     f"{s['recall@10_vs_exact']}" + (f"; {s['alternative']}: recall@10 {s[alt]}" if alt else "")
+                     + (f", index built in {s['ann_build_s']} s" if "ann_build_s" in s else "")
+                     + f". Vectors: {s['vectors']}.")
     return "\n\n".join(parts)

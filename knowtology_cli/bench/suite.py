@@ -47,7 +47,7 @@ def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None
     result["tokens"] = tokens.run_many(sets["tokens"], out_dir=out, embedder=embedder, message=message)
     timings["tokens"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result["speed"] = speed.run_speed("adi" if quick else "scifact", sizes=[2000] if quick else [10_000, 100_000],
+    result["speed"] = speed.run_speed("adi" if quick else "cranfield", sizes=[2000] if quick else [10_000, 100_000],
                                       ann=not quick, embedder=embedder, ingest_chunks=50 if quick else 200,
                                       n_queries=10 if quick else 50, message=message)
     timings["speed"] = time.perf_counter() - t0

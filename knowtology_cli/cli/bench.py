@@ -73,7 +73,7 @@ def tokens(
 
 @bench_app.command("speed")
 def speed(
-    data_dir: Annotated[str, typer.Option("--data", help="Collection whose text is used and scaled up.")] = "scifact",
+    data_dir: Annotated[str, typer.Option("--data", help="Collection whose text is used and scaled up.")] = "cranfield",
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated chunk counts for warm latency.")] = "10000,100000",
     ann: Annotated[bool, typer.Option("--ann/--no-ann", help="Also measure a LanceDB ANN vector index.")] = True,
     embedder: EmbedderOpt = "local",
