@@ -85,7 +85,7 @@ def recall(results: list[list[int]], truth: np.ndarray, k: int) -> float:
 
 
 def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int], refine: list[int],
-        workdir: Path, seed: int = 7, batch: int = 100_000) -> dict[str, Any]:
+        workdir: Path, seed: int = 7, batch: int = 100_000, spread: float = SPREAD) -> dict[str, Any]:
     import lance
     import lancedb
     import pyarrow as pa
@@ -103,7 +103,7 @@ def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int]
     table = None
     for start in range(0, rows, batch):
         n = min(batch, rows - start)
-        vecs = mixture(n, dim, centers, rng, spread=SPREAD)
+        vecs = mixture(n, dim, centers, rng, spread=spread)
         batches.append(vecs)
         data = pa.table({
             "row": pa.array(np.arange(start, start + n), pa.int64()),
@@ -116,14 +116,15 @@ def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int]
         else:
             table.add(data)
     write_s = time.perf_counter() - started
-    queries = mixture(queries_n, dim, centers, rng, spread=SPREAD)
+    queries = mixture(queries_n, dim, centers, rng, spread=spread)
     truth = exact_topk(batches, queries, 10)
     del batches
     disk_data = du_mb(workdir)
     ds = lance.dataset(str(workdir / "chunks.lance"))
+    timed_search(ds, queries[:3], 10, use_index=False)
     flat_times, flat_res = timed_search(ds, queries, 10, use_index=False)
     out: dict[str, Any] = {
-        "rows": rows, "dim": dim, "queries": queries_n, "index_type": index_type, "write_s": round(write_s, 1),
+        "rows": rows, "dim": dim, "queries": queries_n, "spread": spread, "index_type": index_type, "write_s": round(write_s, 1),
         "flat": {"p50_ms": round(statistics.median(flat_times), 2), "recall@10": round(recall(flat_res, truth, 10), 4)},
         "disk_data_mb": round(disk_data, 1),
     }
@@ -148,6 +149,7 @@ def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int]
                 extra["refine_factor"] = r
             if index_type.startswith("IVF_HNSW"):
                 extra["ef"] = max(100, 10 * r)
+            timed_search(ds, queries[:10], 10, **extra)  # warm this configuration's partitions
             times, res = timed_search(ds, queries, 10, **extra)
             grid.append({"nprobes": p, "refine_factor": r, "p50_ms": round(statistics.median(times), 2),
                          "p95_ms": round(float(np.percentile(times, 95)), 2),
@@ -166,13 +168,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index-type", default="IVF_SQ")
     parser.add_argument("--nprobes", default="10,20,50")
     parser.add_argument("--refine", default="1,10")
+    parser.add_argument("--spread", type=float, default=SPREAD, help="noise norm around each topic centre")
     parser.add_argument("--keep", help="write the table here (default: a temporary directory, removed)")
     args = parser.parse_args(argv)
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kt-ann-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         result = run(args.rows, args.dim, args.queries, args.index_type,
-                     [int(x) for x in args.nprobes.split(",")], [int(x) for x in args.refine.split(",")], workdir)
+                     [int(x) for x in args.nprobes.split(",")], [int(x) for x in args.refine.split(",")], workdir,
+                     spread=args.spread)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
