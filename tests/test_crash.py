@@ -142,3 +142,60 @@ def test_failed_tree_write_rolls_back_whole(workspace, monkeypatch: pytest.Monke
     after = stress.audit_store(store, cli_status=False)
     assert after.problems == [] and after.unmapped == before.unmapped == 0
     assert len(_kb(store).tree.mappings("default")) == mappings_before
+
+
+# flaky LLM providers (issue #6.4) ------------------------------------------------------------------
+ALL_FAULTS = ["rate_limit", "server_error", "malformed", "truncated", "drop_ids", "unknown_ids", "deep_paths"]
+
+
+@pytest.mark.parametrize("provider", ["openai:gpt-4o-mini", "anthropic:claude-3-5-haiku-latest"])
+def test_llm_failing_30_percent_still_yields_a_complete_tree(workspace, provider: str) -> None:
+    from knowtology_cli.testing.fake_llm import FakeLLMServer
+
+    store = workspace.fresh_store(f"flaky-{provider.split(':')[0]}", "v1")
+    with FakeLLMServer(fail_rate=0.3, fail_kinds=ALL_FAULTS, seed=5, retry_after=0.01) as fake:
+        env = stress.kt_env({"OPENAI_BASE_URL": fake.openai_base_url, "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
+                             "OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"})
+        done = stress.run_kt(["build", "--builder", "llm", "--llm", provider, "--store", str(store), "--json"], env=env)
+        faults = sum(1 for c in fake.calls if c.fault)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert faults > 0
+    audit = stress.audit_store(store, expected=workspace.expected_v1, complete_tree=True, cli_status=False)
+    assert audit.problems == [] and stress.llm_repeats(store) == 0
+
+
+def test_llm_timeouts_are_retried_to_a_complete_tree(workspace) -> None:
+    from knowtology_cli.llm import get_llm
+    from knowtology_cli.testing.fake_llm import FakeLLMServer
+
+    store = workspace.fresh_store("flaky-hang", "v1")
+    with FakeLLMServer(faults=["hang", "rate_limit", "hang", "malformed"], hang_seconds=5, retry_after=0.01) as fake:
+        client = get_llm("openai:gpt-4o-mini", api_key="sk-test", base_url=fake.openai_base_url, timeout=1.0,
+                         max_retries=8)
+        report = _kb(store).build(builder="llm", llm=client)
+        hangs = sum(1 for c in fake.calls if c.fault == "hang")
+    assert report.unmapped == 0 and hangs > 0
+    assert stress.audit_store(store, expected=workspace.expected_v1, complete_tree=True, cli_status=False).problems == []
+
+
+def test_rebuild_whose_calls_all_fail_exits_1(workspace) -> None:
+    from knowtology_cli.testing.fake_llm import FakeLLMServer
+
+    store = workspace.fresh_store("all-fail", "v1-built")
+    with FakeLLMServer(fail_rate=1.0, fail_kinds=["server_error"], retry_after=0.01) as fake:
+        env = stress.kt_env({"OPENAI_BASE_URL": fake.openai_base_url, "OPENAI_API_KEY": "sk-test"})
+        done = stress.run_kt(["build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--rebuild",
+                              "--store", str(store)], env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert stress.audit_store(store, cli_status=False).problems == []  # the old tree is intact
+
+
+def test_rebuild_with_a_rejected_key_exits_1(workspace) -> None:
+    from knowtology_cli.testing.fake_llm import FakeLLMServer
+
+    store = workspace.fresh_store("all-401", "v1-built")
+    with FakeLLMServer(api_key="sk-right") as fake:
+        env = stress.kt_env({"OPENAI_BASE_URL": fake.openai_base_url, "OPENAI_API_KEY": "sk-wrong"})
+        done = stress.run_kt(["build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--rebuild",
+                              "--store", str(store)], env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
