@@ -236,7 +236,7 @@ def _compare(dataset: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             target = ref if ref is not None else base.get("ndcg@10")
             met = target is None or ndcg >= target - 0.01
-            rule = "within 0.01"
+            rule = "≥ ref − 0.01"
         out.append({"mode": mode, "ndcg@10": ndcg, "baseline_ndcg@10": base.get("ndcg@10"),
                     "delta_vs_baseline": None if not base else round(ndcg - base["ndcg@10"], 4),
                     "reference_ndcg@10": ref, "target": rule, "met": bool(met)})
