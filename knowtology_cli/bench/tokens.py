@@ -30,6 +30,8 @@ from knowtology_cli.bench.data import COLLECTION, Dataset, load_dataset, open_st
 K_MAX = 10
 SNIPPETS = 10
 DELTAS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 1.0)
+#: Score cut-offs for ``snippets+score≥τ``: read hits whose displayed score is at least τ × the top score.
+TAUS = (0.9, 0.8, 0.7, 0.6, 0.5)
 SESSION_DELTA = 0.1  # fixed before any run; not tuned
 RAG_K = 5
 SESSION_LENGTHS = (1, 2, 3, 4, 6, 8)
@@ -37,6 +39,7 @@ POLICY_TEXT = (
     "full-k: send the top-k hybrid hits in full. snippets+top-r: 10 snippet lines, then read the top r. "
     "snippets+pick δ: 10 snippet lines, then read every hit whose snippet's cosine to the question is within δ "
     "of the best snippet's (a stand-in for the model judging snippets; no relevance judgements used). "
+    "snippets+score≥τ×top: 10 snippet lines, then read the hits whose displayed score is at least τ × the top one. "
     "tree+pick δ: also browse the top hit's leaf and pick among its snippets the same way."
 )
 
@@ -83,6 +86,7 @@ def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "h
     snippet_vecs: dict[str, np.ndarray] = {}
     chunk_tokens: dict[str, int] = {}
     acc: dict[str, list[tuple[float, float]]] = {}
+    line_stats: list[tuple[float, float]] = []
 
     def add(name: str, recall: float, tokens: float) -> None:
         acc.setdefault(name, []).append((recall, tokens))
@@ -114,6 +118,15 @@ def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "h
             picked = [i for i, s in enumerate(sims) if sims and s >= max(sims) - delta]
             add(f"snippets+pick δ={delta}", _recall(rel, [docs[i] for i in picked]),
                 snip_tokens + sum(chunk_tokens[ids[i]] for i in picked))
+        scores = [h.score for h in hits[:SNIPPETS]]
+        for tau in TAUS:
+            picked = [i for i, sc in enumerate(scores) if sc >= tau * scores[0]] if scores else []
+            add(f"snippets+score≥{tau}×top", _recall(rel, [docs[i] for i in picked]),
+                snip_tokens + sum(chunk_tokens[ids[i]] for i in picked))
+        if shown.hits:
+            bare = shown.model_copy(update={"hits": [h.model_copy(update={"path": ""}) for h in shown.hits]})
+            line_stats.append((snip_tokens / len(shown.hits),
+                               count("\n".join(f"[{h.chunk_id}] {h.snippet}" for h in bare.hits)) / len(shown.hits)))
         judged = [i for i, d in enumerate(docs[:SNIPPETS]) if d in rel]
         add("ceiling: perfect snippet judge (peeks; not a policy)", _recall(rel, [docs[i] for i in judged]),
             snip_tokens + sum(chunk_tokens[ids[i]] for i in judged))
@@ -148,7 +161,10 @@ def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "h
         need = _interp_tokens(curve, r["recall"])
         r["full_k_tokens_at_equal_recall"] = None if need is None else round(need, 1)
         r["savings"] = None if not need else round(1 - r["tokens"] / need, 4)
-    return {"rows": rows, "queries": len(queries), "mode": mode, "snippets_shown": SNIPPETS}
+    lines = np.asarray(line_stats) if line_stats else np.zeros((1, 2))
+    return {"rows": rows, "queries": len(queries), "mode": mode, "snippets_shown": SNIPPETS,
+            "snippet_line_tokens": round(float(lines[:, 0].mean()), 1),
+            "snippet_line_tokens_id_and_snippet_only": round(float(lines[:, 1].mean()), 1)}
 
 
 def _sessions(ds: Dataset, queries: dict[str, str], length: int) -> list[list[str]]:
@@ -295,7 +311,8 @@ def headline(single: dict[str, Any]) -> dict[str, Any]:
     """Savings at equal recall for the pre-chosen δ (``SESSION_DELTA``) and, for reference, the best δ."""
     rows = {r["policy"]: r for r in single["rows"]}
     fixed = rows.get(f"snippets+pick δ={SESSION_DELTA}")
-    picks = [r for r in single["rows"] if "pick δ" in r["policy"] and r["savings"] is not None]
+    picks = [r for r in single["rows"] if ("pick δ" in r["policy"] or "score≥" in r["policy"])
+             and r["savings"] is not None]
     if not fixed or not picks:
         return {}
     best = max(picks, key=lambda r: r["savings"])
@@ -345,6 +362,10 @@ def tokens_markdown(result: dict[str, Any]) -> str:
                      f"{r['single_turn']['mode']} search, tokens = o200k_base)\n\n"
                      + table(rows, ["policy", "recall", "tokens", "full_k_tokens_at_equal_recall", "savings"],
                              ["policy", "recall", "tokens", "full-k tokens at equal recall", "savings"]))
+        st = r["single_turn"]
+        if "snippet_line_tokens" in st:
+            parts.append(f"A snippet line costs {st['snippet_line_tokens']} tokens on average; "
+                         f"{st['snippet_line_tokens_id_and_snippet_only']} without the category path and score.")
         h = r.get("headline") or {}
         if h:
             parts.append(f"Pre-chosen policy {h['policy']}: recall {h['recall']:.3f} with {h['tokens']:.0f} tokens vs "
