@@ -323,6 +323,15 @@ def headline(single: dict[str, Any]) -> dict[str, Any]:
             "full_k10_recall": full10["recall"], "full_k10_tokens": full10["tokens"]}
 
 
+def _family(policy: str) -> str:
+    """The curve a policy row belongs to (its parameter stripped)."""
+    if policy.startswith("ceiling"):
+        return "ceiling: perfect judge (peeks)"
+    if policy.startswith("snippets+score"):
+        return "snippets+score≥τ×top"
+    return policy.split(" ")[0]
+
+
 def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, **kwargs: Any) -> dict[str, Any]:
     """``run_tokens`` over several collections, with recall-vs-tokens and session plots."""
     from pathlib import Path
@@ -336,7 +345,7 @@ def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, *
         for r in results:
             series: dict[str, list[tuple[float, float]]] = {}
             for row in r["single_turn"]["rows"]:
-                family = row["policy"].split(" ")[0]
+                family = _family(row["policy"])
                 series.setdefault(family, []).append((row["tokens"], row["recall"]))
             for k in series:
                 series[k].sort()
