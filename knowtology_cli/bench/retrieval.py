@@ -32,11 +32,12 @@ BASELINE_OF = {"keyword": "bm25 (bm25s)", "semantic": "exact dense", "hybrid": "
 DEPTH = 1000
 #: Tokenizer alternatives measured by ``--fts-variants`` (the keys override ``FTS_OPTIONS``).
 FTS_VARIANTS: dict[str, dict[str, Any]] = {
-    "current": {},
-    "stem": {"stem": True},
-    "no-stopwords": {"remove_stop_words": False},
-    "stem+no-stopwords": {"stem": True, "remove_stop_words": False},
-    "small-stoplist": {"custom_stop_words": "textutil"},
+    "stem + English stop words": {"stem": True, "remove_stop_words": True},
+    "no stem + English stop words": {"stem": False, "remove_stop_words": True},
+    "stem, no stop words": {"stem": True, "remove_stop_words": False},
+    "no stem, no stop words": {"stem": False, "remove_stop_words": False},
+    "stem + small stop list": {"stem": True, "custom_stop_words": "textutil"},
+    "no stem + small stop list": {"stem": False, "custom_stop_words": "textutil"},
 }
 
 
