@@ -1,0 +1,535 @@
+"""The offline tree builder: recursive spherical k-means over embeddings + LSA, named by distinctive terms.
+
+Used when no LLM is configured. Pure functions, numpy only, deterministic for a given input and seed.
+
+How a tree is made (see :func:`build_cluster_tree`):
+
+1. Features. Each chunk's embedding is blended with an LSA vector of its title and text
+   (sublinear TF-IDF -> randomized SVD), ``sqrt(1-w)*e ++ sqrt(w)*l`` with ``w = text_weight``, and
+   nudged towards the mean of its document's chunks (``doc_weight``) so the chunks of one document
+   tend to stay together without being forced to.
+2. Splits. From the root down, every node is split by spherical k-means (k-means++ seeding,
+   4 restarts, the lowest inertia wins). The node size bounds ``k``: at most ``round(sqrt(n/2))``
+   clamped to [2, 8] (the last split may go up to 12 so leaves stay under ``max_leaf``) and never
+   more than ``n // min_leaf``; within ``[ceil(k_max/2), k_max]`` the k with the best simplified
+   silhouette wins (measured on CACM: AMI 0.240 vs 0.226 at level 1, 0.255 vs 0.231 at the leaves,
+   against always taking k_max). Clusters smaller than ``max(min_leaf, n / (4k))`` are merged into
+   the sibling with the nearest centroid.
+3. Depth. All leaves sit at the same depth: ``max_depth`` when the collection has at least
+   ``min_leaf * 2**max_depth`` chunks, fewer levels below that. A node too small to split (fewer
+   than ``2 * min_leaf`` chunks, or a split that collapsed into one cluster) gets a single child
+   named by its next-best terms, so every path has the same number of segments.
+4. Names. Children are named by terms distinctive against their siblings (document-share
+   log-ratio, see :mod:`.terms`): unigrams, bigrams and heading phrases (title trail segments and
+   file names), plural-folded, in Title Case, ``A & B`` when two terms are both strong; unique
+   among siblings, never an ancestor's name, never containing ``/``. Descriptions list the next
+   terms and the documents nearest the cluster's centre.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BuildError
+from ..models import Assignment, Category, TreeReply
+from .snippets import make_snippet
+from .terms import (
+    TermIndex,
+    build_term_index,
+    describe_terms,
+    label_terms,
+    lsa_features,
+    name_words,
+    rank_terms,
+    term_counts,
+)
+
+__all__ = [
+    "DEFAULT_MAX_LEAF",
+    "DEFAULT_MIN_LEAF",
+    "ClusterItem",
+    "assign_to_leaves",
+    "build_cluster_tree",
+    "leaf_centroids",
+    "spherical_kmeans",
+]
+
+DEFAULT_MIN_LEAF = 3
+DEFAULT_MAX_LEAF = 40
+_MAX_K = 8
+_MAX_LEAF_K = 12
+_FIT_SAMPLE = 20000
+_SELECT_SAMPLE = 4000
+_FALLBACK_NAME = "General"
+
+
+@dataclass(frozen=True)
+class ClusterItem:
+    """One chunk to place: its id, text and the labels that help name and group it."""
+
+    chunk_id: str
+    text: str
+    title: str = ""
+    doc_id: str = ""
+    file_name: str = ""
+
+
+@dataclass
+class _Node:
+    members: np.ndarray
+    level: int
+    name: str = ""
+    path: str = ""
+    children: list[_Node] = field(default_factory=list)
+    ranked: list[tuple[int, float, float]] = field(default_factory=list)
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- k-means
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def _kmeans_pp(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding on cosine distance (``1 - cos`` is half the squared chord length)."""
+    n = x.shape[0]
+    centres = [int(rng.integers(n))]
+    distance = np.clip(1.0 - x @ x[centres[0]], 0.0, None)
+    for _ in range(1, k):
+        total = float(distance.sum())
+        if total <= 1e-12:
+            pick = int(rng.integers(n))
+        else:
+            pick = int(np.searchsorted(np.cumsum(distance), rng.random() * total))
+            pick = min(pick, n - 1)
+        centres.append(pick)
+        distance = np.minimum(distance, np.clip(1.0 - x @ x[pick], 0.0, None))
+    return x[centres].copy()
+
+
+def _lloyd(x: np.ndarray, centroids: np.ndarray, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
+    k = centroids.shape[0]
+    labels = np.full(x.shape[0], -1)
+    settled = x.shape[0] // 1000  # stop when at most 0.1% of the rows still move
+    for _ in range(max_iter):
+        sims = x @ centroids.T
+        new_labels = np.argmax(sims, axis=1)
+        moved = int(np.count_nonzero(new_labels != labels))
+        labels = new_labels
+        if moved <= settled:
+            break
+        onehot = np.zeros((x.shape[0], k), dtype=x.dtype)
+        onehot[np.arange(x.shape[0]), labels] = 1.0
+        sums = onehot.T @ x
+        counts = np.bincount(labels, minlength=k)
+        for empty in np.flatnonzero(counts == 0):
+            # Re-seed an empty cluster with the point worst served by its centroid.
+            worst = int(np.argmin(sims[np.arange(len(labels)), labels]))
+            sums[empty] = x[worst]
+            labels[worst] = empty
+        centroids = _normalise(sums)
+    sims = x @ centroids.T
+    labels = np.argmax(sims, axis=1)
+    inertia = float(np.sum(1.0 - sims[np.arange(len(labels)), labels]))
+    return labels, centroids, inertia
+
+
+def spherical_kmeans(
+    x: np.ndarray, k: int, *, seed: int = 0, restarts: int = 4, max_iter: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster unit rows by cosine: ``(labels, unit centroids)`` of the best of ``restarts`` runs.
+
+    Above 20,000 rows each run is fitted on a fixed random sample, then refined on all rows.
+    """
+    n = x.shape[0]
+    k = max(1, min(k, n))
+    rng = np.random.default_rng(seed)
+    fit = x
+    if n > _FIT_SAMPLE:
+        fit = x[np.sort(rng.choice(n, _FIT_SAMPLE, replace=False))]
+    best_inertia, best_centroids = math.inf, np.zeros((0, x.shape[1]), dtype=x.dtype)
+    for run in range(restarts):
+        run_rng = np.random.default_rng([seed, run])
+        _, centroids, inertia = _lloyd(fit, _kmeans_pp(fit, k, run_rng), max_iter)
+        if fit is not x:
+            _, centroids, inertia = _lloyd(x, centroids, 3)
+        if inertia < best_inertia - 1e-9:
+            best_inertia, best_centroids = inertia, centroids
+    return np.argmax(x @ best_centroids.T, axis=1), best_centroids
+
+
+def _merge_small(x: np.ndarray, labels: np.ndarray, min_size: int) -> list[np.ndarray]:
+    """Groups (row positions) after merging clusters under ``min_size`` into their nearest sibling."""
+    groups = [np.flatnonzero(labels == c) for c in range(int(labels.max()) + 1)]
+    groups = [g for g in groups if len(g)]
+    while len(groups) > 1:
+        sizes = [len(g) for g in groups]
+        smallest = int(np.argmin(sizes))
+        if sizes[smallest] >= min_size:
+            break
+        centroids = _normalise(np.stack([x[g].sum(axis=0) for g in groups]))
+        sims = centroids @ centroids[smallest]
+        sims[smallest] = -np.inf
+        target = int(np.argmax(sims))
+        groups[target] = np.sort(np.concatenate([groups[target], groups[smallest]]))
+        del groups[smallest]
+    return groups
+
+
+# --------------------------------------------------------------------------- features
+
+
+def _features(
+    items: Sequence[ClusterItem], vectors: np.ndarray, index: TermIndex, text_weight: float, doc_weight: float, seed: int
+) -> np.ndarray:
+    features = _normalise(np.asarray(vectors, dtype=np.float32))
+    if text_weight > 0 and index.n_terms > 1:
+        lsa = lsa_features(index, dim=100, seed=seed)
+        if lsa.shape[1]:
+            features = np.hstack([math.sqrt(1 - text_weight) * features, math.sqrt(text_weight) * lsa])
+            features = _normalise(features)
+    if doc_weight > 0:
+        groups: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            key = item.doc_id or item.file_name
+            if key:
+                groups.setdefault(key, []).append(i)
+        # Coherence of a group: how much closer its chunks sit to their own centroid than to the
+        # collection's. A coherent document pulls its chunks together; a file of unrelated
+        # records (a ticket dump) barely does.
+        overall = _normalise(features.mean(axis=0, keepdims=True))[0]
+        baseline = float(np.mean(features @ overall))
+        smoothed = features.copy()
+        for rows in groups.values():
+            if len(rows) > 1:
+                mean = features[rows].mean(axis=0)
+                coherence = float(np.mean(features[rows] @ _normalise(mean[None])[0]))
+                pull = np.clip((coherence - baseline) / max(1e-6, 1.0 - baseline), 0.0, 1.0)
+                smoothed[rows] = features[rows] + doc_weight * pull * _normalise(mean[None])[0]
+        features = _normalise(smoothed)
+    return features.astype(np.float32)
+
+
+# --------------------------------------------------------------------------- tree shape
+
+
+def _effective_depth(n: int, max_depth: int, min_leaf: int) -> int:
+    depth = max(1, max_depth)
+    while depth > 1 and n < min_leaf * 2**depth:
+        depth -= 1
+    return depth
+
+
+def _k_range(n: int, last_split: bool, branching: int | None, min_leaf: int, max_leaf: int) -> tuple[int, int]:
+    """The smallest and largest number of children worth trying for a node of ``n`` chunks."""
+    most = min(n // max(1, min_leaf), n)
+    if most < 2:
+        return 1, 1
+    if branching is not None:
+        k = min(branching, most)
+        return k, k
+    k = max(2, min(_MAX_K, round(math.sqrt(n / 2))))
+    if last_split:
+        k = max(k, min(_MAX_LEAF_K, math.ceil(n / max(1, max_leaf))))
+    k = min(k, most)
+    return max(2, math.ceil(k / 2)), k
+
+
+def simplified_silhouette(x: np.ndarray, labels: np.ndarray, centroids: np.ndarray) -> float:
+    """Mean of ``(b - a) / max(a, b)`` with cosine distances to the own and the nearest other centroid."""
+    sims = x @ centroids.T
+    rows = np.arange(len(labels))
+    own = 1.0 - sims[rows, labels]
+    sims[rows, labels] = -np.inf
+    other = 1.0 - sims.max(axis=1)
+    return float(np.mean((other - own) / np.maximum(np.maximum(own, other), 1e-9)))
+
+
+def _cluster_node(x: np.ndarray, k_low: int, k_high: int, seed: int) -> np.ndarray:
+    """Labels of the best k in ``[k_low, k_high]`` by simplified silhouette (ties to the larger k).
+
+    Above 4,000 rows the k is chosen on a fixed sample, then fitted on all rows.
+    """
+    if k_low == k_high:
+        return spherical_kmeans(x, k_high, seed=seed)[0]
+    probe = x
+    if x.shape[0] > _SELECT_SAMPLE:
+        rng = np.random.default_rng([seed, 1])
+        probe = x[np.sort(rng.choice(x.shape[0], _SELECT_SAMPLE, replace=False))]
+    best: tuple[float, int, np.ndarray] | None = None
+    for k in range(k_high, k_low - 1, -1):
+        labels, centroids = spherical_kmeans(probe, k, seed=seed)
+        score = simplified_silhouette(probe, labels, centroids)
+        if best is None or score > best[0] + 1e-9:
+            best = (score, k, labels)
+    assert best is not None
+    if probe is x:
+        return best[2]
+    return spherical_kmeans(x, best[1], seed=seed)[0]
+
+
+def _split(
+    node: _Node,
+    x: np.ndarray,
+    depth: int,
+    branching: int | None,
+    min_leaf: int,
+    max_leaf: int,
+    seed: int,
+    counter: list[int],
+) -> None:
+    if node.level >= depth:
+        return
+    n = len(node.members)
+    k_low, k_high = _k_range(n, node.level == depth - 1, branching, min_leaf, max_leaf)
+    if k_high >= 2:
+        sub = x[node.members]
+        labels = _cluster_node(sub, k_low, k_high, seed * 1_000_003 + counter[0])
+        counter[0] += 1
+        k = int(labels.max()) + 1
+        min_size = max(min_leaf, round(n / (4 * k))) if n >= 2 * min_leaf else 1
+        groups = _merge_small(sub, labels, min_size)
+    else:
+        groups = [np.arange(n)]
+    children = [_Node(members=node.members[g], level=node.level + 1) for g in groups]
+    children.sort(key=lambda c: (-len(c.members), int(c.members[0])))
+    node.children = children
+    for child in children:
+        _split(child, x, depth, branching, min_leaf, max_leaf, seed, counter)
+
+
+# --------------------------------------------------------------------------- names
+
+
+_SLASH = re.compile(r"\s*/\s*")
+_TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\|)\s*")
+
+
+def _clean_name(name: str) -> str:
+    name = _SLASH.sub(" ", name).strip()
+    return re.sub(r"\s+", " ", name)[:60] or _FALLBACK_NAME
+
+
+def _fallback_name(node: _Node, items: Sequence[ClusterItem]) -> str:
+    """A name from the most common title or file name of the node, else ``General``."""
+    counts: dict[str, int] = {}
+    for i in node.members:
+        item = items[int(i)]
+        label = item.title.strip() or item.file_name.rsplit("/", 1)[-1].rsplit(".", 1)[0].replace("-", " ").replace("_", " ")
+        if label:
+            counts[label] = counts.get(label, 0) + 1
+    if not counts:
+        return _FALLBACK_NAME
+    label = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    words = label.split()[:3]
+    return " ".join(w[:1].upper() + w[1:] for w in words)
+
+
+def _name_children(
+    parent: _Node,
+    index: TermIndex,
+    background: np.ndarray,
+    n_total: int,
+    items: Sequence[ClusterItem],
+    x: np.ndarray,
+    ancestors: list[str],
+) -> None:
+    children = parent.children
+    if not children:
+        return
+    k = len(children)
+    members = np.concatenate([c.members for c in children])
+    labels = np.concatenate([np.full(len(c.members), i) for i, c in enumerate(children)])
+    counts = term_counts(index, members, labels, k)
+    total = counts.sum(axis=0)
+    n_parent = len(members)
+    for i, child in enumerate(children):
+        n_child = len(child.members)
+        if k > 1:
+            child.ranked = rank_terms(
+                counts[i], n_child, total - counts[i], n_parent - n_child, background, n_total, fitness=index.fitness
+            )
+        else:
+            child.ranked = rank_terms(counts[i], n_child, total, 0, background, n_total, fitness=index.fitness)
+
+    taken = {a.lower() for a in ancestors}
+    banned_words = {w for a in ancestors for w in name_words(a)}
+    used: set[str] = set()
+    for child in children:  # already largest first
+        chosen = label_terms(child.ranked, index, banned=taken | used, banned_words=banned_words)
+        if chosen:
+            name = " & ".join(index.display[j] for j in chosen)
+            used.update(index.display[j].lower() for j in chosen)
+        else:
+            name = _fallback_name(child, items)
+        name = _clean_name(name)
+        base, suffix = name, 2
+        while name.lower() in taken:
+            name = f"{base} ({suffix})"
+            suffix += 1
+        taken.add(name.lower())
+        child.name = name
+        child.path = f"{parent.path}/{name}" if parent.path else name
+        skip = name_words(name)
+        terms = describe_terms(child.ranked, index, skip)
+        child.description = _describe(child, terms, items, x)
+    for child in children:
+        _name_children(child, index, background, n_total, items, x, [*ancestors, child.name])
+
+
+def _doc_title(item: ClusterItem) -> str:
+    """The document-level title of a chunk: the first segment of its heading trail, else its file."""
+    title = _TRAIL.split(item.title.strip(), maxsplit=1)[0].strip() if item.title.strip() else ""
+    if not title and (item.file_name or item.doc_id):
+        title = (item.file_name or item.doc_id).replace("\\", "/").rsplit("/", 1)[-1]
+    return title
+
+
+def _describe(node: _Node, terms: list[str], items: Sequence[ClusterItem], x: np.ndarray) -> str:
+    """``"14 chunks: refunds, perishables, credit — e.g. Returns Policy; Damaged Deliveries FAQ"``.
+
+    The example titles are the documents with the most weight near the node's centroid.
+    """
+    n = len(node.members)
+    text = f"{n} chunk{'s' if n != 1 else ''}"
+    if terms:
+        text += ": " + ", ".join(terms)
+    sub = x[node.members]
+    centre = _normalise(sub.sum(axis=0, keepdims=True))[0]
+    closeness = np.clip(sub @ centre, 0.0, None)
+    weight: dict[str, float] = {}
+    for i, score in zip(node.members, closeness, strict=True):
+        title = _doc_title(items[int(i)])
+        if title:
+            weight[title] = weight.get(title, 0.0) + float(score)
+    if weight:
+        top = sorted(weight, key=lambda t: (-weight[t], t))[:2]
+        shown = "; ".join(t if len(t) <= 50 else t[:49].rstrip() + "…" for t in top)
+        text += f" — e.g. {shown}"
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def build_cluster_tree(
+    items: Sequence[ClusterItem],
+    vectors: np.ndarray,
+    *,
+    max_depth: int = 3,
+    branching: int | None = None,
+    min_leaf: int = DEFAULT_MIN_LEAF,
+    max_leaf: int = DEFAULT_MAX_LEAF,
+    seed: int = 0,
+    text_weight: float = 0.2,
+    doc_weight: float = 1.0,
+) -> TreeReply:
+    """Build a topical category tree offline, in the shape an LLM build call returns.
+
+    Every item is assigned to exactly one leaf; all leaves have the same depth (``max_depth`` for
+    collections of at least ``min_leaf * 2**max_depth`` chunks, fewer levels for smaller ones).
+    Categories are listed for every node, parents before children; assignments follow the item
+    order and carry a one-line extractive snippet.
+
+    Args:
+        items: The chunks, aligned with ``vectors``; chunk ids must be unique.
+        vectors: L2-normalised embeddings, one row per item.
+        max_depth: Number of levels (1-3).
+        branching: Fixed number of children per split (default: chosen by node size).
+        min_leaf: Smallest cluster kept apart (smaller ones merge into the nearest sibling).
+        max_leaf: Leaf size the last split aims to stay under.
+        seed: Seed of the k-means++ initialisation.
+        text_weight: Share of the LSA text features in the clustering space (0 disables them).
+        doc_weight: Pull of a chunk towards its document's mean (0 disables it).
+
+    Raises:
+        BuildError: when items and vectors do not line up or chunk ids repeat.
+    """
+    n = len(items)
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != n:
+        raise BuildError(
+            f"cluster build got {n} items but vectors of shape {matrix.shape}",
+            hint="pass one embedding row per item",
+        )
+    ids = [item.chunk_id for item in items]
+    if len(set(ids)) != n:
+        raise BuildError("cluster build got duplicate chunk ids", hint="chunk ids must be unique")
+    if n == 0:
+        return TreeReply()
+    if not 1 <= max_depth <= 3:
+        raise BuildError(f"max_depth must be 1-3, got {max_depth}", hint="paths have 1-3 segments")
+    min_leaf = max(1, int(min_leaf))
+    max_leaf = max(min_leaf, int(max_leaf))
+    if branching is not None and branching < 2:
+        raise BuildError(f"branching must be at least 2, got {branching}")
+
+    index = build_term_index(
+        [it.text for it in items], [it.title for it in items], [it.file_name or it.doc_id for it in items]
+    )
+    x = _features(items, matrix, index, text_weight, doc_weight, seed)
+    depth = _effective_depth(n, max_depth, min_leaf)
+    root = _Node(members=np.arange(n), level=0)
+    _split(root, x, depth, branching, min_leaf, max_leaf, seed, [0])
+
+    background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1)[0]
+    _name_children(root, index, background, n, items, x, [])
+
+    categories: list[Category] = []
+    leaf_of = np.empty(n, dtype=object)
+
+    def walk(node: _Node) -> None:
+        for child in node.children:
+            categories.append(Category(path=child.path, description=child.description))
+            if child.children:
+                walk(child)
+            else:
+                leaf_of[child.members] = child.path
+
+    walk(root)
+    assignments = [
+        Assignment(chunk_id=item.chunk_id, path=str(leaf_of[i]), snippet=make_snippet(item.text, item.title))
+        for i, item in enumerate(items)
+    ]
+    return TreeReply(categories=categories, assignments=assignments)
+
+
+def leaf_centroids(paths: Sequence[str], vectors: np.ndarray) -> dict[str, np.ndarray]:
+    """Unit mean vector of each leaf, from the leaf path of every row of ``vectors``.
+
+    Feed the result to :func:`assign_to_leaves` to place new chunks without a rebuild.
+    """
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.shape[0] != len(paths):
+        raise BuildError(f"{len(paths)} paths but {matrix.shape[0]} vectors")
+    rows: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        rows.setdefault(path, []).append(i)
+    return {path: _normalise(matrix[r].sum(axis=0, keepdims=True))[0] for path, r in sorted(rows.items())}
+
+
+def assign_to_leaves(vectors: np.ndarray, leaf_centroids: Mapping[str, np.ndarray]) -> list[str]:
+    """The leaf path whose centroid is nearest (cosine) to each vector; ties go to the first path in sort order."""
+    matrix = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    if matrix.shape[0] == 0:
+        return []
+    if not leaf_centroids:
+        raise BuildError("no leaves to assign to", hint="build the tree first")
+    paths = sorted(leaf_centroids)
+    centroids = _normalise(np.stack([np.asarray(leaf_centroids[p], dtype=np.float32) for p in paths]))
+    if centroids.shape[1] != matrix.shape[1]:
+        raise BuildError(
+            f"vectors have dimension {matrix.shape[1]} but leaf centroids {centroids.shape[1]}",
+            hint="use the collection's embedder",
+        )
+    best = np.argmax(_normalise(matrix) @ centroids.T, axis=1)
+    return [paths[int(b)] for b in best]

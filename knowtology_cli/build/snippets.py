@@ -1,0 +1,257 @@
+"""One-line extractive snippets: what a chunk contains, in ~50-120 characters, no Markdown."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["GENERIC_TITLES", "clean_markdown", "make_snippet", "one_line"]
+
+ELLIPSIS = "…"
+_EMPTY = "(no readable text)"
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*(\n|\Z)", re.S)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_BOLD_LINE = re.compile(r"^(\*\*|__)([^*_].{0,80}?)\1:?$")
+_SETEXT = re.compile(r"^\s*(=+|-+)\s*$")
+_RULE = re.compile(r"^\s*([-*_]\s*){3,}$")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
+_QUOTE = re.compile(r"^\s*(>\s*)+")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
+_LINK_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$")
+_AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1|(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\3(?![\w*])")
+_CODE_SPAN = re.compile(r"`+([^`]*)`+")
+_STRIKE = re.compile(r"~~(.+?)~~")
+_SPACES = re.compile(r"\s+")
+_INLINE_MARK = re.compile(r"[\[*_`<~]")
+_ANCHOR_ITEM = re.compile(r"^\[[^\]]+\]\(#[^)]*\)\W*$")
+_NAV_HEADING = re.compile(
+    r"^(table of contents|contents|toc|on this page|in this (article|section|document|page)|navigation)\W*$", re.I
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+")
+
+# Lines that say nothing about a chunk's content.
+_BOILERPLATE = re.compile(
+    r"^(table of contents|contents|toc|on this page|in this (article|section|document|page)|"
+    r"back to top|top of page|skip to (main )?content|click here|read more|see also|related( articles| pages)?|"
+    r"last (updated|reviewed|modified)\b.*|updated\b.*|copyright\b.*|©.*|all rights reserved.*|"
+    r"page \d+( of \d+)?|draft|confidential|internal use only|todo|tbd|n/?a|"
+    r"(policy |document )?owner:.*|version:?\s*[\d.]+.*)\W*$",
+    re.I,
+)
+GENERIC_TITLES = frozenset(
+    {"introduction", "overview", "summary", "background", "contents", "table of contents", "notes",
+     "details", "general", "misc", "miscellaneous", "other", "appendix", "index", "faq", "readme",
+     "untitled", "document", "section", "chapter", "part", "main", "home"}
+)
+_FUNCTION_WORDS = frozenset(
+    "a an the and or but of to in on at by for with from as is are was were be been it its this that "
+    "these those we you they he she our your their i".split()
+)
+
+
+def one_line(text: str) -> str:
+    """Collapse every kind of line break, tab and control character into single spaces."""
+    if not text.isprintable():
+        text = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in text)
+    return _SPACES.sub(" ", text).strip()
+
+
+def _inline(text: str) -> str:
+    """Strip inline Markdown (links, emphasis, code spans, HTML) from one line."""
+    if not _INLINE_MARK.search(text):
+        return text
+    text = _HTML_COMMENT.sub(" ", text)
+    text = _IMAGE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _REF_LINK.sub(r"\1", text)
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _HTML_TAG.sub(" ", text)
+    text = _CODE_SPAN.sub(r"\1", text)
+    text = _STRIKE.sub(r"\1", text)
+    for _ in range(2):  # nested emphasis such as ***x***
+        text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(4) or "", text)
+    return text
+
+
+def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """Split Markdown into headings, ``(heading above, prose block)`` pairs and code lines.
+
+    Everything is stripped of syntax. A prose block is a paragraph, a list item or a table row
+    (cells joined with ``; ``).
+    """
+    text = _FRONT_MATTER.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    headings: list[str] = []
+    blocks: list[tuple[str, str]] = []
+    code: list[str] = []
+    paragraph: list[str] = []
+    in_fence = False
+
+    def in_navigation() -> bool:
+        return bool(headings) and bool(_NAV_HEADING.match(headings[-1]))
+
+    def flush() -> None:
+        if paragraph and not in_navigation():
+            blocks.append((headings[-1] if headings else "", " ".join(paragraph)))
+        paragraph.clear()
+
+    lines = text.split("\n")
+    fences = [i for i, raw in enumerate(lines) if _FENCE.match(raw)]
+    if len(fences) % 2:  # an unclosed fence (a chunk cut inside code): treat the rest as text
+        del lines[fences[-1]]
+    for raw in lines:
+        if _FENCE.match(raw):
+            flush()
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            if raw.strip():
+                code.append(raw.strip())
+            continue
+        line = raw.strip()
+        if not line or _LINK_DEF.match(line):
+            flush()
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            headings.append(one_line(_inline(heading.group(2))))
+            continue
+        bold = _BOLD_LINE.match(line)
+        if bold and not paragraph:  # a bold line on its own acts as a sub-heading
+            headings.append(one_line(_inline(bold.group(2))))
+            continue
+        if _SETEXT.match(line) and paragraph:
+            headings.append(one_line(_inline(" ".join(paragraph))))
+            paragraph.clear()
+            continue
+        if _RULE.match(line) or _TABLE_SEP.match(line):
+            flush()
+            continue
+        if line.startswith("|") or (line.count("|") >= 2 and not paragraph):
+            flush()
+            cells = [one_line(_inline(c)) for c in line.strip("|").split("|")]
+            row = "; ".join(c for c in cells if c)
+            if row and not in_navigation():
+                blocks.append((headings[-1] if headings else "", row))
+            continue
+        line = _QUOTE.sub("", line)
+        if _LIST_MARK.match(line):
+            flush()
+            item = _LIST_MARK.sub("", line)
+            if not _ANCHOR_ITEM.match(item):  # table-of-contents entries link to anchors
+                paragraph.append(item)
+            continue
+        paragraph.append(line)
+    flush()
+    cleaned = [(h, one_line(_inline(b))) for h, b in blocks]
+    return [h for h in headings if h], [(h, b) for h, b in cleaned if b], code
+
+
+def clean_markdown(text: str) -> str:
+    """Plain text of a Markdown chunk (headings, prose and code), one line, syntax removed."""
+    headings, blocks, code = _blocks(text)
+    return one_line(" ".join([*headings, *(b for _, b in blocks), *code]))
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1]
+
+
+def _is_boilerplate(sentence: str) -> bool:
+    return bool(_BOILERPLATE.match(sentence.strip())) or not _content_words(sentence)
+
+
+def _informative_title(title: str) -> bool:
+    words = title.split()
+    return (
+        0 < len(title) <= 48
+        and 1 <= len(words) <= 7
+        and title.lower().strip(" :.") not in GENERIC_TITLES
+        and not _BOILERPLATE.match(title)
+        and any(ch.isalpha() for ch in title)
+    )
+
+
+def _sentences(block: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(block) if s.strip()]
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """Cut ``text`` to at most ``max_chars`` characters at a word boundary, ending with ``…``."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return ELLIPSIS[:max_chars]
+    head = text[: max_chars - 1]
+    space = head.rfind(" ")
+    if space >= max_chars // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:-–—([{") + ELLIPSIS
+
+
+def _same_start(title: str, sentence: str) -> bool:
+    """True when the sentence already says the title (no need to prefix it)."""
+    t = _content_words(title)
+    s = _content_words(sentence)[: len(t) + 3]
+    return bool(t) and all(w in s for w in t)
+
+
+def make_snippet(text: str, title: str = "", max_chars: int = 120) -> str:
+    """A one-line extractive snippet saying what a chunk contains.
+
+    Markdown syntax is stripped; the first informative sentence is picked (boilerplate such as
+    "Table of contents" or "Last updated ..." is skipped) and extended with the next one while it
+    stays short; a short, informative section title (the chunk's first heading, else ``title``) is
+    prefixed as ``Title: sentence``. The result is cut at a word boundary with ``…`` and is at most
+    ``max_chars`` characters. It is never empty for a non-empty ``text`` and never has line breaks.
+
+    Args:
+        text: The chunk text (Markdown or plain).
+        title: The chunk's title or section heading, if known.
+        max_chars: Upper bound on the snippet length.
+    """
+    max_chars = max(1, int(max_chars))
+    headings, blocks, code = _blocks(text or "")
+    title = one_line(_inline(title or ""))
+    sentences = [(h, s) for h, b in blocks for s in _sentences(b)]
+    chosen = [(h, s) for h, s in sentences[:8] if not _is_boilerplate(s)]
+    if not chosen:
+        chosen = sentences or [("", c) for c in code[:2]]
+    section = chosen[0][0] if chosen else (headings[-1] if headings else "")
+    if not chosen and section:
+        label = section
+    elif _informative_title(section):
+        label = section
+    else:
+        label = title if _informative_title(title) else ""
+    body = ""
+    for _, sentence in chosen[:3]:
+        glue = " " if not body or body[-1] in ".!?:;" else "; "
+        candidate = f"{body}{glue}{sentence}".strip()
+        if body and (len(body) >= 60 or len(candidate) > max_chars):
+            break
+        body = candidate
+
+    if label and body and not _same_start(label, body):
+        room = max_chars - len(label) - 2
+        if room >= min(40, max_chars // 2):
+            snippet = f"{label}: {body}"
+        else:
+            snippet = body
+    else:
+        snippet = body or label
+
+    snippet = one_line(snippet)
+    if not snippet:
+        raw = one_line(text or "")
+        snippet = raw if any(ch.isalnum() for ch in raw) else one_line(title) or _EMPTY
+    return _cut(snippet, max_chars)

@@ -1,0 +1,253 @@
+"""The offline tree builder: shape, determinism, names, topical separation and nearest-leaf assignment."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from knowtology_cli.build.cluster import (
+    ClusterItem,
+    assign_to_leaves,
+    build_cluster_tree,
+    leaf_centroids,
+    spherical_kmeans,
+)
+from knowtology_cli.build.terms import build_term_index, fold_plural, lsa_features
+from knowtology_cli.embedders import get_embedder
+from knowtology_cli.errors import BuildError
+from knowtology_cli.models import TreeReply
+
+TOPICS = {
+    "cooking": (
+        "recipe oven dough flour butter sugar bake simmer sauce garlic onion pasta knead yeast "
+        "roast chicken skillet whisk vinegar olive seasoning dessert"
+    ).split(),
+    "networking": (
+        "router packet latency bandwidth firewall subnet switch ethernet protocol tcp dns gateway "
+        "routing vlan throughput socket handshake bgp ipv6 congestion"
+    ).split(),
+    "astronomy": (
+        "telescope galaxy nebula orbit planet comet asteroid star supernova redshift eclipse lunar "
+        "solar cosmic quasar pulsar spectrum constellation meteor observatory"
+    ).split(),
+}
+FILLER = "the a of and to in is for with this that on we it".split()
+
+
+def _corpus(per_topic: int = 30, seed: int = 7) -> tuple[list[ClusterItem], list[str]]:
+    rng = random.Random(seed)
+    items, topics = [], []
+    for topic, vocab in TOPICS.items():
+        for i in range(per_topic):
+            words = [rng.choice(vocab) if rng.random() < 0.6 else rng.choice(FILLER) for _ in range(40)]
+            title = " ".join(rng.sample(vocab, 2)).title()
+            items.append(
+                ClusterItem(
+                    chunk_id=f"{topic}-{i}",
+                    text=" ".join(words).capitalize() + ".",
+                    title=title,
+                    doc_id=f"{topic}-doc-{i // 3}",
+                    file_name=f"{topic}/doc-{i // 3}.md",
+                )
+            )
+            topics.append(topic)
+    return items, topics
+
+
+def _embed(items: list[ClusterItem]) -> np.ndarray:
+    return get_embedder("hash").embed_documents([f"{it.title}\n{it.text}" for it in items])
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[ClusterItem], list[str], np.ndarray, TreeReply]:
+    items, topics = _corpus()
+    vectors = _embed(items)
+    return items, topics, vectors, build_cluster_tree(items, vectors)
+
+
+def _check_shape(reply: TreeReply, items: list[ClusterItem]) -> int:
+    """Every item mapped once to a leaf; categories are exactly the prefixes; returns the depth."""
+    assert [a.chunk_id for a in reply.assignments] == [it.chunk_id for it in items]
+    paths = [c.path for c in reply.categories]
+    assert len(paths) == len(set(paths)), "a category is listed twice"
+    categories = set(paths)
+    prefixes = {"/".join(a.path.split("/")[:k]) for a in reply.assignments for k in range(1, a.path.count("/") + 2)}
+    assert categories == prefixes, "categories must be exactly the prefixes of the leaf paths"
+    leaves = {a.path for a in reply.assignments}
+    parents = {p.rsplit("/", 1)[0] for p in categories if "/" in p}
+    assert leaves == categories - parents, "assignments must point at leaves"
+    depths = {p.count("/") + 1 for p in leaves}
+    assert len(depths) == 1, f"leaves at several depths: {depths}"
+    assert all(1 <= d <= 3 for d in depths)
+    for category in reply.categories:  # parents are listed before their children
+        if "/" in category.path:
+            assert paths.index(category.path.rsplit("/", 1)[0]) < paths.index(category.path)
+    return depths.pop()
+
+
+def test_every_chunk_mapped_once_to_a_three_level_leaf(corpus) -> None:
+    items, _, _, reply = corpus
+    assert _check_shape(reply, items) == 3
+    assert all(a.snippet and "\n" not in a.snippet for a in reply.assignments)
+    assert all(c.description for c in reply.categories)
+
+
+def test_same_input_same_tree(corpus) -> None:
+    items, _, vectors, reply = corpus
+    again = build_cluster_tree(list(items), vectors.copy())
+    assert again == reply
+    other_seed = build_cluster_tree(items, vectors, seed=5)
+    _check_shape(other_seed, items)
+
+
+def test_names_unique_among_siblings_without_slash_or_parent_name(corpus) -> None:
+    _, _, _, reply = corpus
+    children: dict[str, list[str]] = defaultdict(list)
+    for category in reply.categories:
+        parent, _, name = category.path.rpartition("/")
+        children[parent].append(name)
+        assert name.strip() == name and name, "empty or padded name"
+        assert "cluster" not in name.lower()
+        if parent:
+            assert name.lower() != parent.rsplit("/", 1)[-1].lower(), "a child repeats its parent's name"
+    for names in children.values():
+        assert len({n.lower() for n in names}) == len(names), f"duplicate sibling names: {names}"
+
+
+def test_topics_land_in_separate_level_one_categories_with_telling_names(corpus) -> None:
+    _, topics, _, reply = corpus
+    topics_of: dict[str, Counter[str]] = defaultdict(Counter)
+    for topic, assignment in zip(topics, reply.assignments, strict=True):
+        topics_of[assignment.path.split("/")[0]][topic] += 1
+    assert 3 <= len(topics_of) <= 6
+    for name, counts in topics_of.items():
+        topic, count = counts.most_common(1)[0]
+        assert count >= 0.9 * sum(counts.values()), f"{name!r} mixes topics: {counts}"
+        words = {fold_plural(w) for w in name.lower().replace("&", " ").split()}
+        assert words & {fold_plural(w) for w in TOPICS[topic]}, f"{name!r} does not say {topic}"
+    assert {c.most_common(1)[0][0] for c in topics_of.values()} == set(TOPICS)
+
+
+def test_descriptions_count_chunks_and_name_terms(corpus) -> None:
+    _, _, _, reply = corpus
+    counts = Counter()
+    for a in reply.assignments:
+        parts = a.path.split("/")
+        for k in range(1, len(parts) + 1):
+            counts["/".join(parts[:k])] += 1
+    for category in reply.categories:
+        n = counts[category.path]
+        assert category.description.startswith(f"{n} chunk{'s' if n != 1 else ''}")
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 11, 23, 24])
+def test_small_collections_get_fewer_levels_of_equal_depth(n: int) -> None:
+    items, _ = _corpus(per_topic=10)
+    items = items[:: max(1, len(items) // n)][:n]
+    reply = build_cluster_tree(items, _embed(items))
+    depth = _check_shape(reply, items)
+    assert depth == (3 if n >= 24 else 2 if n >= 12 else 1)
+
+
+def test_max_depth_and_branching_are_honoured() -> None:
+    items, _ = _corpus(per_topic=20)
+    vectors = _embed(items)
+    two = build_cluster_tree(items, vectors, max_depth=2)
+    assert _check_shape(two, items) == 2
+    fixed = build_cluster_tree(items, vectors, branching=2)
+    top = {c.path for c in fixed.categories if "/" not in c.path}
+    assert len(top) <= 2
+    with pytest.raises(BuildError):
+        build_cluster_tree(items, vectors, max_depth=4)
+
+
+def test_degenerate_texts_are_still_mapped() -> None:
+    texts = ["", "   ", "# Heading only", "```\ncode()\n```", "| a | b |\n|---|---|", "x", "!!!", "** **"] * 4
+    items = [ClusterItem(chunk_id=f"c{i}", text=t) for i, t in enumerate(texts)]
+    vectors = np.zeros((len(items), 8), dtype=np.float32)  # all-zero vectors too
+    reply = build_cluster_tree(items, vectors)
+    _check_shape(reply, items)
+    assert all(name for c in reply.categories for name in c.path.split("/"))
+
+
+def test_bad_input_is_a_build_error() -> None:
+    items = [ClusterItem("a", "alpha"), ClusterItem("b", "beta")]
+    with pytest.raises(BuildError):
+        build_cluster_tree(items, np.zeros((3, 4), dtype=np.float32))
+    with pytest.raises(BuildError):
+        build_cluster_tree([items[0], items[0]], np.zeros((2, 4), dtype=np.float32))
+    assert build_cluster_tree([], np.zeros((0, 4), dtype=np.float32)) == TreeReply()
+
+
+def test_chunks_of_one_document_tend_to_stay_together() -> None:
+    # Two documents whose chunks mix two vocabularies; the doc pull keeps each document in one branch.
+    rng = random.Random(3)
+    items = []
+    for doc, vocab in enumerate([TOPICS["cooking"], TOPICS["astronomy"], TOPICS["networking"]] * 4):
+        for part in range(6):
+            words = [rng.choice(vocab) for _ in range(25)]
+            items.append(ClusterItem(f"d{doc}-{part}", " ".join(words), doc_id=f"d{doc}"))
+    reply = build_cluster_tree(items, _embed(items))
+    top: dict[str, set[str]] = defaultdict(set)
+    for it, a in zip(items, reply.assignments, strict=True):
+        top[it.doc_id].add(a.path.split("/")[0])
+    assert sum(len(v) == 1 for v in top.values()) >= 11
+
+
+def test_assign_to_leaves_picks_the_nearest_centroid() -> None:
+    centroids = {
+        "A/x/1": np.array([1.0, 0.0, 0.0], dtype=np.float32),
+        "B/y/2": np.array([0.0, 1.0, 0.0], dtype=np.float32),
+        "C/z/3": np.array([0.0, 0.0, 2.0], dtype=np.float32),  # not unit: cosine ignores length
+    }
+    vectors = np.array([[0.9, 0.1, 0.0], [0.1, 0.2, 0.9], [0.0, 1.0, 0.1], [0.5, 0.5, 0.0]], dtype=np.float32)
+    assert assign_to_leaves(vectors, centroids) == ["A/x/1", "C/z/3", "B/y/2", "A/x/1"]  # tie -> first path
+    assert assign_to_leaves(np.zeros((0, 3), dtype=np.float32), centroids) == []
+    with pytest.raises(BuildError):
+        assign_to_leaves(vectors[:, :2], centroids)
+    with pytest.raises(BuildError):
+        assign_to_leaves(vectors, {})
+
+
+def test_leaf_centroids_place_new_chunks_in_their_topic(corpus) -> None:
+    items, topics, vectors, reply = corpus
+    centroids = leaf_centroids([a.path for a in reply.assignments], vectors)
+    assert set(centroids) == {a.path for a in reply.assignments}
+    assert all(abs(float(np.linalg.norm(v)) - 1.0) < 1e-5 for v in centroids.values())
+    fresh, fresh_topics = _corpus(per_topic=5, seed=99)
+    placed = assign_to_leaves(_embed(fresh), centroids)
+    topic_of: dict[str, Counter[str]] = defaultdict(Counter)
+    for assignment, topic in zip(reply.assignments, topics, strict=True):
+        topic_of[assignment.path][topic] += 1
+    hits = sum(topic_of[path].most_common(1)[0][0] == t for path, t in zip(placed, fresh_topics, strict=True))
+    assert hits >= 0.8 * len(fresh)
+
+
+def test_spherical_kmeans_recovers_separated_groups() -> None:
+    rng = np.random.default_rng(0)
+    centres = np.eye(4, 16, dtype=np.float32)
+    x = np.concatenate([c + 0.1 * rng.standard_normal((25, 16)).astype(np.float32) for c in centres])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels, centroids = spherical_kmeans(x, 4, seed=1)
+    assert centroids.shape == (4, 16)
+    groups = [set(labels[i * 25 : (i + 1) * 25]) for i in range(4)]
+    assert all(len(g) == 1 for g in groups) and len(set.union(*groups)) == 4
+    again, _ = spherical_kmeans(x, 4, seed=1)
+    assert np.array_equal(labels, again)
+
+
+def test_terms_fold_plurals_and_keep_acronyms() -> None:
+    assert [fold_plural(w) for w in ["policies", "refunds", "boxes", "status", "analysis", "news"]] == [
+        "policy", "refund", "box", "status", "analysis", "news"
+    ]
+    texts = ["The API rate limits apply to partner clients."] * 3 + ["Refund policies for perishable items."] * 3
+    index = build_term_index(texts, [""] * 6, ["api-rate-limits.md"] * 3 + ["refunds.md"] * 3)
+    shown = dict(zip(index.terms, index.display, strict=True))
+    assert shown["api"] == "API"
+    assert shown["§api rate limit"] == "API Rate Limits"
+    assert shown["refund policy"] == "Refund Policies"
+    features = lsa_features(index, dim=4)
+    assert features.shape[0] == 6 and np.allclose(np.linalg.norm(features, axis=1), 1.0, atol=1e-5)

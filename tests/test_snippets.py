@@ -1,0 +1,97 @@
+"""One-line extractive snippets: Markdown stripped, boilerplate skipped, titled, cut at a word."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from knowtology_cli.build.snippets import ELLIPSIS, clean_markdown, make_snippet
+
+REFUNDS = """# Returns and Refunds Policy
+
+**Table of contents**
+
+- [Refund windows](#refund-windows)
+- [Approval limits](#approval-limits)
+
+## Refund windows
+
+Perishables can be reported within **48 hours** of delivery; see the [policy page](https://example.com/p).
+Non-perishables have 30 days.
+"""
+
+
+def test_markdown_syntax_is_stripped_and_the_section_title_prefixed() -> None:
+    snippet = make_snippet(REFUNDS)
+    assert snippet == "Refund windows: Perishables can be reported within 48 hours of delivery; see the policy page."
+    for mark in ("#", "**", "](", "http", "[", "|", "`"):
+        assert mark not in snippet
+
+
+def test_boilerplate_lines_are_skipped() -> None:
+    text = "Table of contents\n\nLast updated: 2026-01-01\n\nDrivers must keep frozen goods below -18 °C at all times."
+    assert make_snippet(text) == "Drivers must keep frozen goods below -18 °C at all times."
+
+
+def test_title_prefix_only_when_short_and_informative() -> None:
+    body = "Drivers scan every tote before loading the van."
+    assert make_snippet(body, title="Loading") == f"Loading: {body}"
+    assert make_snippet(body, title="Introduction") == body  # generic
+    assert make_snippet(body, title="A very long title that goes on and on about many different things") == body
+    assert make_snippet("Refund policy: refunds are paid within 7 days.", title="Refund policy").startswith("Refund policy: refunds")
+
+
+def test_short_sentences_are_extended_and_long_ones_cut_at_a_word() -> None:
+    assert make_snippet("Refunds. They are paid within seven days of approval.") == (
+        "Refunds. They are paid within seven days of approval."
+    )
+    long = "Customers " + "really " * 40 + "like fast refunds."
+    snippet = make_snippet(long, max_chars=60)
+    assert snippet.endswith(ELLIPSIS) and len(snippet) <= 60
+    assert snippet[:-1] == snippet[:-1].rstrip() and long.startswith(snippet[:-1])
+
+
+def test_tables_code_and_lists() -> None:
+    table = "| Product | Window |\n|---|---|\n| Dairy | 48 hours |"
+    assert make_snippet(table) == "Product; Window; Dairy; 48 hours"
+    assert make_snippet("```python\nprint('hello world')\n```") == "print('hello world')"
+    assert make_snippet("- first item is here\n- second item") == "first item is here; second item"
+    assert clean_markdown("## Head\n\n*Body* with `code` and ![img](x.png)") == "Head Body with code and img"
+
+
+@pytest.mark.parametrize("text", ["   ", "\n\n", "\x00\x01", "***", "---", "#", "| |"])
+def test_never_empty_for_non_empty_text(text: str) -> None:
+    snippet = make_snippet(text)
+    assert snippet and "\n" not in snippet
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(min_size=1), title=st.text(max_size=60), max_chars=st.integers(min_value=10, max_value=200))
+def test_any_text_gives_a_single_line_within_the_limit(text: str, title: str, max_chars: int) -> None:
+    snippet = make_snippet(text, title, max_chars=max_chars)
+    assert snippet
+    assert len(snippet.splitlines()) == 1 and snippet == snippet.strip()
+    assert len(snippet) <= max_chars + 1
+
+
+_MARKDOWN = st.lists(
+    st.sampled_from(
+        ["# Title", "## Section two", "**bold** text here", "a [link](http://x.y) inside", "code()",
+         "| a | b |", "|---|---|", "- item one", "1. step", "> quote", "Plain sentence about refunds.", "",
+         "Table of contents", "<b>html</b>", "***", "Word " * 30]
+    ),
+    min_size=1,
+    max_size=12,
+).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_MARKDOWN, max_chars=st.integers(min_value=20, max_value=160))
+def test_markdown_documents_give_clean_snippets(text: str, max_chars: int) -> None:
+    snippet = make_snippet(text, max_chars=max_chars)
+    assert snippet and "\n" not in snippet and len(snippet) <= max_chars
+    assert "**" not in snippet and "](" not in snippet and "|" not in snippet and "#" not in snippet
+    # Inside a code fence the same text is code and is quoted as it is.
+    fenced = make_snippet(f"```\n{text}\n```", max_chars=max_chars)
+    assert fenced and "\n" not in fenced and "```" not in fenced
