@@ -379,7 +379,7 @@ def tokens_markdown(result: dict[str, Any]) -> str:
         if h:
             parts.append(f"Pre-chosen policy {h['policy']}: recall {h['recall']:.3f} with {h['tokens']:.0f} tokens vs "
                          f"{h['full_k_tokens_at_equal_recall'] or float('nan'):.0f} for full chunks at equal recall "
-                         f"(savings {h['savings'] if h['savings'] is not None else float('nan'):.0%}); best δ on these "
+                         f"(savings {h['savings'] if h['savings'] is not None else float('nan'):.0%}); best point on these "
                          f"queries: {h['best_policy']} ({h['best_savings']:.0%} at recall {h['best_recall']:.3f}).")
         parts.append(f"### {r['dataset']} — sessions (related queries in a row; top-{r['multi_turn']['rag_k']}, "
                      f"pick δ={r['multi_turn']['delta']})\n\n"
