@@ -142,7 +142,7 @@ def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, targe
         return
     batch.files.add(label)
     if suffix in JSONL_SUFFIXES:
-        _read_jsonl_lines(text.splitlines(), label, label, batch)
+        _read_jsonl_lines(_jsonl_lines(text), label, label, batch)
     else:
         _read_document(text, label, batch, max_tokens, target_tokens)
 
@@ -169,12 +169,17 @@ def _read_document(text: str, label: str, batch: InputBatch, max_tokens: int, ta
 
 def _read_jsonl_stream(stream: IO[str], label: str, file_name: str, batch: InputBatch) -> None:
     try:
-        lines = stream.read().lstrip("\ufeff").splitlines()
+        lines = _jsonl_lines(stream.read().lstrip("\ufeff"))
     except UnicodeDecodeError as exc:
         batch.problems.append(f"{label}: not valid UTF-8 ({exc.reason}) — re-encode the input as UTF-8")
         return
     batch.files.add(file_name)
     _read_jsonl_lines(lines, label, file_name, batch)
+
+
+def _jsonl_lines(text: str) -> list[str]:
+    """Lines split on LF (CRLF too) only: U+2028, U+0085 and lone CR are legal inside JSON strings."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
 
 
 def _read_jsonl_lines(lines: list[str], label: str, file_name: str, batch: InputBatch) -> None:

@@ -306,3 +306,13 @@ def test_skip_invalid_with_nothing_valid_changes_nothing(cli, store: Path, tmp_p
     report = json.loads(result.stdout)
     assert report["added"] == 0 and report["skipped"] == 1
     assert _snapshot(cli, store) == before
+
+
+def test_unicode_line_separators_inside_json_strings_are_text(cli, store: Path, tmp_path: Path) -> None:
+    rows = [{"id": "ls", "text": "one\u2028two\u2029three\x85four\x0bfive\x1cend"}, {"id": "after", "text": "next"}]
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    paths = _write(tmp_path / "in", {"seps.jsonl": body.encode("utf-8")})
+    result = cli("ingest", *paths, "--store", store, "--json")
+    assert result.exit_code == 0, result.output
+    read = json.loads(cli("read", "ls", "after", "--store", store, "--json").stdout)
+    assert [c["text"] for c in read["chunks"]] == [rows[0]["text"], "next"]
