@@ -377,7 +377,7 @@ class KnowledgeBase:
                 sparse = self.vectors.keyword_search(name, query, depth, within=within)
                 scored = fuse(dense, sparse)[:k]
         if min_score is not None:
-            scored = [s for s in scored if s.score >= min_score]
+            scored = [s for s in scored if round(s.score, 6) >= min_score]
         return SearchResult(collection=name, query=query, mode=mode, under=under,
                             hits=self._hits(name, scored))
 
@@ -414,7 +414,7 @@ class KnowledgeBase:
                 raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
             scored = self.vectors.keyword_search(name, query, k, within=within)
         if min_score is not None:
-            scored = [s for s in scored if s.score >= min_score]
+            scored = [s for s in scored if round(s.score, 6) >= min_score]
         return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
                             hits=self._hits(name, scored))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -19,6 +20,13 @@ from .common import (
     open_kb,
     run,
 )
+
+class OutputFormat(str, Enum):
+    """How search, grep and read print for people (``--json`` is separate)."""
+
+    text = "text"
+    context = "context"
+
 
 app = typer.Typer(
     name="kt",
@@ -118,7 +126,7 @@ def search(
     under: Annotated[str | None, typer.Option(help="Only chunks under this category path.")] = None,
     mode: Annotated[str, typer.Option(help="semantic or hybrid (semantic + BM25).")] = "semantic",
     min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="text or context (compact block for prompts).")] = "text",
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text or context (compact block for prompts).")] = OutputFormat.text,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -127,7 +135,7 @@ def search(
     from .render import print_hits
 
     run(as_json, lambda: open_kb(store, collection).search(query, k=k, under=under, mode=mode, min_score=min_score),
-        lambda r: print_hits(r, fmt))
+        lambda r: print_hits(r, fmt.value))
 
 
 @app.command()
@@ -137,7 +145,7 @@ def grep(
     under: Annotated[str | None, typer.Option(help="Only chunks under this category path.")] = None,
     regex: Annotated[bool, typer.Option("--regex", help="Treat TERMS as a regular expression (exact match).")] = False,
     min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="text or context (compact block for prompts).")] = "text",
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text or context (compact block for prompts).")] = OutputFormat.text,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -146,7 +154,7 @@ def grep(
     from .render import print_hits
 
     run(as_json, lambda: open_kb(store, collection).grep(terms, k=k, under=under, regex=regex, min_score=min_score),
-        lambda r: print_hits(r, fmt))
+        lambda r: print_hits(r, fmt.value))
 
 
 @app.command()
@@ -154,7 +162,7 @@ def read(
     chunk_ids: Annotated[list[str], typer.Argument(help="Chunk ids from search, grep or browse.")],
     session: SessionOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Return text even if already read in this session.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="text or context (tagged blocks for prompts).")] = "text",
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text or context (tagged blocks for prompts).")] = OutputFormat.text,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -163,7 +171,7 @@ def read(
     from .render import print_read
 
     run(as_json, lambda: open_kb(store, collection, session).read(chunk_ids, force=force),
-        lambda r: print_read(r, fmt))
+        lambda r: print_read(r, fmt.value))
 
 
 @app.command()
