@@ -242,8 +242,6 @@ def test_api_keys_never_leak_into_output_errors_or_store(built_store: Path, docs
     assert _scan_for_sentinel([built_store, tmp_path], outputs) == []
 
 
-@pytest.mark.xfail(strict=True, reason="embedders/openai.py chains the SDK error (`from exc`), whose message "
-                   "echoes the key; the CLI never prints the chain, a library traceback does")
 def test_key_absent_from_exception_chain(built_store: Path, echo_server: str) -> None:
     import traceback
 

@@ -148,7 +148,7 @@ class OpenAIEmbedder(Embedder):
                 raise EmbeddingError(
                     self._scrub(f"embedding request to {where} failed: HTTP {exc.status_code}: {exc.message}"),
                     hint=_hint_for(exc.status_code),
-                ) from exc
+                ) from None  # the SDK error can echo the key; the message above is scrubbed
             except openai.APIConnectionError as exc:  # includes timeouts
                 if attempt < self.max_retries:
                     self._sleep(self._retry_delay(attempt, exc))
@@ -156,9 +156,9 @@ class OpenAIEmbedder(Embedder):
                 raise EmbeddingError(
                     self._scrub(f"cannot reach {where} for embeddings: {exc}"),
                     hint="check OPENAI_BASE_URL and the network",
-                ) from exc
+                ) from None  # the SDK error can echo the key; the message above is scrubbed
             except openai.OpenAIError as exc:
-                raise EmbeddingError(self._scrub(f"embedding request to {where} failed: {exc}")) from exc
+                raise EmbeddingError(self._scrub(f"embedding request to {where} failed: {exc}")) from None  # the SDK error can echo the key; the message above is scrubbed
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(texts):
             raise EmbeddingError(f"{where} returned {len(data)} embeddings for {len(texts)} texts")
