@@ -21,6 +21,7 @@ from .common import (
     run,
 )
 
+
 class OutputFormat(str, Enum):
     """How search, grep and read print for people (``--json`` is separate)."""
 
