@@ -32,6 +32,45 @@ class ScoredId:
     score: float
 
 
+def subtree_counts(
+    nodes: dict[int, tuple[int | None, str]], leaf_counts: dict[int, int]
+) -> tuple[dict[int, int], list[int]]:
+    """Chunk counts per node (mappings summed up the parent chain) and the empty nodes, deepest
+    first so they can be deleted child-before-parent. ``nodes`` is ``id -> (parent_id, path)``."""
+    counts = dict.fromkeys(nodes, 0)
+    for node_id, n in leaf_counts.items():
+        current: int | None = node_id
+        while current is not None and current in nodes:
+            counts[current] += n
+            current = nodes[current][0]
+    empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
+    return counts, empty
+
+
+def log_row(entry: dict[str, Any], encode: Any = None) -> dict[str, Any]:
+    """The LLM call-log row for ``entry``; ``encode`` turns the response dict into a column value."""
+    import json
+    import time
+
+    response = entry.get("response")
+    return {
+        "collection": entry.get("collection"),
+        "build_id": entry.get("build_id"),
+        "kind": entry.get("kind"),
+        "model": entry.get("model"),
+        "prompt_hash": entry.get("prompt_hash"),
+        "chunk_count": entry.get("chunk_count"),
+        "input_tokens": int(entry.get("input_tokens") or 0),
+        "output_tokens": int(entry.get("output_tokens") or 0),
+        "cost_usd": float(entry.get("cost_usd") or 0.0),
+        "status": entry.get("status", "ok"),
+        "error": entry.get("error"),
+        "response": None if response is None else (encode or json.dumps)(response),
+        "seconds": entry.get("seconds"),
+        "created_at": time.time(),
+    }
+
+
 class VectorStore(ABC):
     """Chunk rows (text, metadata, vector) of each collection; the only place text lives."""
 

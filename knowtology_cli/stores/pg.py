@@ -19,7 +19,7 @@ from typing import Any
 from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
 
-from .base import CollectionInfo, ScoredId, TreeStore
+from .base import CollectionInfo, ScoredId, TreeStore, log_row, subtree_counts
 from .sqlite import split_path
 
 #: Arbitrary constant for ``pg_advisory_xact_lock`` while migrating ("KT" + 7).
@@ -363,22 +363,7 @@ class PostgresTreeStore(TreeStore):
     def log_call(self, entry: dict[str, Any]) -> None:
         from psycopg.types.json import Jsonb
 
-        row = {
-            "collection": entry.get("collection"),
-            "build_id": entry.get("build_id"),
-            "kind": entry.get("kind"),
-            "model": entry.get("model"),
-            "prompt_hash": entry.get("prompt_hash"),
-            "chunk_count": entry.get("chunk_count"),
-            "input_tokens": int(entry.get("input_tokens") or 0),
-            "output_tokens": int(entry.get("output_tokens") or 0),
-            "cost_usd": float(entry.get("cost_usd") or 0.0),
-            "status": entry.get("status", "ok"),
-            "error": entry.get("error"),
-            "response": Jsonb(entry["response"]) if entry.get("response") is not None else None,
-            "seconds": entry.get("seconds"),
-            "created_at": time.time(),
-        }
+        row = log_row(entry, Jsonb)
         with self.db.tx() as conn:
             conn.execute(
                 "INSERT INTO kt_llm_calls (collection, build_id, kind, model, prompt_hash, chunk_count, input_tokens,"
@@ -418,18 +403,14 @@ def _recount(conn: Any, collection: str) -> None:
     """Recompute chunk_count bottom-up and delete categories left empty (as the SQLite store does)."""
     nodes = {r["id"]: (r["parent_id"], r["path"]) for r in conn.execute(
         "SELECT id, parent_id, path FROM kt_tree_nodes WHERE collection = %s", (collection,))}
-    counts = dict.fromkeys(nodes, 0)
-    for row in conn.execute("SELECT tree_node_id, COUNT(*) AS n FROM kt_chunk_mappings WHERE collection = %s"
-                            " GROUP BY tree_node_id", (collection,)):
-        node_id, n = row["tree_node_id"], row["n"]
-        while node_id is not None and node_id in nodes:
-            counts[node_id] += n
-            node_id = nodes[node_id][0]
+    leaf_counts = {row["tree_node_id"]: row["n"] for row in conn.execute(
+        "SELECT tree_node_id, COUNT(*) AS n FROM kt_chunk_mappings WHERE collection = %s GROUP BY tree_node_id",
+        (collection,))}
+    counts, empty = subtree_counts(nodes, leaf_counts)
     ids = list(counts)
     if ids:
         conn.execute("UPDATE kt_tree_nodes t SET chunk_count = v.c FROM unnest(%s::bigint[], %s::int[]) AS v(i, c)"
                      " WHERE t.id = v.i AND t.chunk_count IS DISTINCT FROM v.c", (ids, [counts[i] for i in ids]))
-    empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
     if empty:
         conn.execute("DELETE FROM kt_tree_nodes WHERE id = ANY(%s)", (empty,))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..models import Category, ChunkMapping, TreeNode
-from .base import CollectionInfo, TreeStore
+from .base import CollectionInfo, TreeStore, log_row, subtree_counts
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -335,22 +335,7 @@ class SQLiteTreeStore(TreeStore):
 
     # llm log ------------------------------------------------------------------------------
     def log_call(self, entry: dict[str, Any]) -> None:
-        row = {
-            "collection": entry.get("collection"),
-            "build_id": entry.get("build_id"),
-            "kind": entry.get("kind"),
-            "model": entry.get("model"),
-            "prompt_hash": entry.get("prompt_hash"),
-            "chunk_count": entry.get("chunk_count"),
-            "input_tokens": int(entry.get("input_tokens") or 0),
-            "output_tokens": int(entry.get("output_tokens") or 0),
-            "cost_usd": float(entry.get("cost_usd") or 0.0),
-            "status": entry.get("status", "ok"),
-            "error": entry.get("error"),
-            "response": json.dumps(entry["response"]) if entry.get("response") is not None else None,
-            "seconds": entry.get("seconds"),
-            "created_at": time.time(),
-        }
+        row = log_row(entry)
         with self._transaction() as conn:
             conn.execute(
                 f"INSERT INTO llm_calls ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
@@ -427,16 +412,14 @@ def _recount(conn: sqlite3.Connection, collection: str) -> None:
         r["id"]: (r["parent_id"], r["path"])
         for r in conn.execute("SELECT id, parent_id, path FROM tree_nodes WHERE collection = ?", (collection,))
     }
-    counts = dict.fromkeys(nodes, 0)
-    for row in conn.execute(
-        "SELECT tree_node_id, COUNT(*) FROM chunk_mappings WHERE collection = ? GROUP BY tree_node_id",
-        (collection,),
-    ):
-        node_id, n = row[0], row[1]
-        while node_id is not None and node_id in nodes:
-            counts[node_id] += n
-            node_id = nodes[node_id][0]
+    leaf_counts = {
+        row[0]: row[1]
+        for row in conn.execute(
+            "SELECT tree_node_id, COUNT(*) FROM chunk_mappings WHERE collection = ? GROUP BY tree_node_id",
+            (collection,),
+        )
+    }
+    counts, empty = subtree_counts(nodes, leaf_counts)
     conn.executemany("UPDATE tree_nodes SET chunk_count = ? WHERE id = ?", [(c, i) for i, c in counts.items()])
-    empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
     for node_id in empty:
         conn.execute("DELETE FROM tree_nodes WHERE id = ?", (node_id,))
