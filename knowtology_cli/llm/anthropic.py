@@ -24,8 +24,7 @@ from .base import (
     ProviderReply,
     ToolCall,
     ToolSpec,
-    error_message_from_body,
-    failure_from_status,
+    classify_sdk_error,
 )
 
 TOOL_DESCRIPTION = "Record the reply. Call this tool exactly once with the complete JSON object."
@@ -161,21 +160,8 @@ class AnthropicClient(LLMClient):
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         import anthropic
 
-        if isinstance(exc, anthropic.APIStatusError):
-            return failure_from_status(
-                "anthropic", exc.status_code, exc.response.headers, error_message_from_body(exc.body)
-            )
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ProviderFailure("anthropic request timed out", retryable=True,
-                                   hint="the server did not answer in time; raise the timeout or retry")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return ProviderFailure(f"cannot reach {self.base_url or 'api.anthropic.com'}", retryable=True,
-                                   hint="check the network or ANTHROPIC_BASE_URL")
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return ProviderFailure("anthropic returned an invalid response body", retryable=True)
-        if isinstance(exc, anthropic.AnthropicError):
-            return ProviderFailure(f"anthropic client error: {type(exc).__name__}", retryable=False)
-        return None
+        return classify_sdk_error(exc, anthropic, provider="anthropic", where=self.base_url or "api.anthropic.com",
+                                  env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError)
 
 
 def _usage(msg: Any) -> tuple[int, int]:

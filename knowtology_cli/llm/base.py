@@ -510,3 +510,21 @@ def error_message_from_body(body: object) -> str | None:
     if isinstance(body, str):
         return body
     return None
+
+
+def classify_sdk_error(
+    exc: Exception, sdk: Any, *, provider: str, where: str, env_var: str, base_error: type[Exception]
+) -> ProviderFailure | None:
+    """Map an OpenAI or Anthropic SDK exception (their classes share names) to a ``ProviderFailure``."""
+    if isinstance(exc, sdk.APIStatusError):
+        return failure_from_status(provider, exc.status_code, exc.response.headers, error_message_from_body(exc.body))
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderFailure(f"{provider} request timed out", retryable=True,
+                               hint="the server did not answer in time; raise the timeout or retry")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderFailure(f"cannot reach {where}", retryable=True, hint=f"check the network or {env_var}")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ProviderFailure(f"{provider} returned an invalid response body", retryable=True)
+    if isinstance(exc, base_error):
+        return ProviderFailure(f"{provider} client error: {type(exc).__name__}", retryable=False)
+    return None

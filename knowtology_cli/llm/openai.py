@@ -25,8 +25,7 @@ from .base import (
     ProviderReply,
     ToolCall,
     ToolSpec,
-    error_message_from_body,
-    failure_from_status,
+    classify_sdk_error,
 )
 
 OFFICIAL_HOSTS = ("api.openai.com",)
@@ -181,21 +180,8 @@ class OpenAIClient(LLMClient):
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         import openai
 
-        if isinstance(exc, openai.APIStatusError):
-            return failure_from_status(
-                "openai", exc.status_code, exc.response.headers, error_message_from_body(exc.body)
-            )
-        if isinstance(exc, openai.APITimeoutError):
-            return ProviderFailure("openai request timed out", retryable=True,
-                                   hint="the server did not answer in time; raise the timeout or retry")
-        if isinstance(exc, openai.APIConnectionError):
-            return ProviderFailure(f"cannot reach {self.base_url or 'api.openai.com'}", retryable=True,
-                                   hint="check the network or OPENAI_BASE_URL")
-        if isinstance(exc, openai.APIResponseValidationError):
-            return ProviderFailure("openai returned an invalid response body", retryable=True)
-        if isinstance(exc, openai.OpenAIError):
-            return ProviderFailure(f"openai client error: {type(exc).__name__}", retryable=False)
-        return None
+        return classify_sdk_error(exc, openai, provider="openai", where=self.base_url or "api.openai.com",
+                                  env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError)
 
 
 def _usage(resp: Any, prompt_chars: int) -> tuple[int, int]:
