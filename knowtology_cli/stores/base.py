@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,25 @@ def subtree_counts(
             current = nodes[current][0]
     empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
     return counts, empty
+
+
+def ensure_path(
+    ids: dict[str, int], path: str, insert: Callable[[int | None, str, int, str], int]
+) -> int:
+    """The node id of ``path``, creating missing prefixes through ``insert(parent_id, name, level,
+    prefix) -> id``; ``ids`` (``path -> id`` of existing nodes) is updated in place."""
+    from .sqlite import split_path
+
+    segments = split_path(path)
+    parent: int | None = None
+    for depth in range(1, len(segments) + 1):
+        prefix = "/".join(segments[:depth])
+        if prefix not in ids:
+            ids[prefix] = insert(parent, segments[depth - 1], depth, prefix)
+        parent = ids[prefix]
+    if parent is None:
+        raise ValueError(f"empty tree path {path!r}")
+    return parent
 
 
 def log_row(entry: dict[str, Any], encode: Any = None) -> dict[str, Any]:

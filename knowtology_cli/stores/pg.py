@@ -19,7 +19,7 @@ from typing import Any
 from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
 
-from .base import CollectionInfo, ScoredId, TreeStore, log_row, subtree_counts
+from .base import CollectionInfo, ScoredId, TreeStore, ensure_path, log_row, subtree_counts
 from .sqlite import split_path
 
 #: Arbitrary constant for ``pg_advisory_xact_lock`` while migrating ("KT" + 7).
@@ -318,23 +318,19 @@ class PostgresTreeStore(TreeStore):
                 for r in conn.execute("SELECT id, path FROM kt_tree_nodes WHERE collection = %s", (collection,))
             }
 
+            def insert(parent: int | None, name: str, level: int, prefix: str) -> int:
+                row = conn.execute(
+                    "INSERT INTO kt_tree_nodes (collection, parent_id, name, description, level, path)"
+                    " VALUES (%s, %s, %s, '', %s, %s) RETURNING id",
+                    (collection, parent, name, level, prefix),
+                ).fetchone()
+                return int(row["id"])
+
             def ensure(path: str, description: str | None) -> int:
-                segments = split_path(path)
-                parent: int | None = None
-                for depth in range(1, len(segments) + 1):
-                    prefix = "/".join(segments[:depth])
-                    if prefix not in ids:
-                        row = conn.execute(
-                            "INSERT INTO kt_tree_nodes (collection, parent_id, name, description, level, path)"
-                            " VALUES (%s, %s, %s, '', %s, %s) RETURNING id",
-                            (collection, parent, segments[depth - 1], depth, prefix),
-                        ).fetchone()
-                        ids[prefix] = int(row["id"])
-                    parent = ids[prefix]
+                node_id = ensure_path(ids, path, insert)
                 if description:
-                    conn.execute("UPDATE kt_tree_nodes SET description = %s WHERE id = %s", (description, parent))
-                assert parent is not None
-                return parent
+                    conn.execute("UPDATE kt_tree_nodes SET description = %s WHERE id = %s", (description, node_id))
+                return node_id
 
             for category in categories:
                 if split_path(category.path):

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..models import Category, ChunkMapping, TreeNode
-from .base import CollectionInfo, TreeStore, log_row, subtree_counts
+from .base import CollectionInfo, TreeStore, ensure_path, log_row, subtree_counts
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -294,23 +294,19 @@ class SQLiteTreeStore(TreeStore):
                 for r in conn.execute("SELECT id, path FROM tree_nodes WHERE collection = ?", (collection,))
             }
 
+            def insert(parent: int | None, name: str, level: int, prefix: str) -> int:
+                cur = conn.execute(
+                    "INSERT INTO tree_nodes (collection, parent_id, name, description, level, path)"
+                    " VALUES (?, ?, ?, '', ?, ?)",
+                    (collection, parent, name, level, prefix),
+                )
+                return int(cur.lastrowid)
+
             def ensure(path: str, description: str | None) -> int:
-                segments = split_path(path)
-                parent: int | None = None
-                for depth in range(1, len(segments) + 1):
-                    prefix = "/".join(segments[:depth])
-                    if prefix not in ids:
-                        cur = conn.execute(
-                            "INSERT INTO tree_nodes (collection, parent_id, name, description, level, path)"
-                            " VALUES (?, ?, ?, '', ?, ?)",
-                            (collection, parent, segments[depth - 1], depth, prefix),
-                        )
-                        ids[prefix] = int(cur.lastrowid)
-                    parent = ids[prefix]
+                node_id = ensure_path(ids, path, insert)
                 if description:
-                    conn.execute("UPDATE tree_nodes SET description = ? WHERE id = ?", (description, parent))
-                assert parent is not None
-                return parent
+                    conn.execute("UPDATE tree_nodes SET description = ? WHERE id = ?", (description, node_id))
+                return node_id
 
             for category in categories:
                 if split_path(category.path):
