@@ -161,15 +161,18 @@ def test_embedder_mismatch_is_a_clear_error(cli, built_store: Path, docs_dir: Pa
 
 
 def _modules_after(args: list[str], store: Path) -> set[str]:
+    """Heavy top-level modules loaded by one ``kt`` process (the console-script entry point)."""
+    argv = ["kt", *args] + ([] if args == ["--help"] else ["--store", str(store)])
     code = (
         "import sys\n"
-        "from knowtology_cli.cli.app import app\n"
+        f"sys.argv = {argv!r}\n"
+        "from knowtology_cli.cli.app import main\n"
         "try:\n"
-        f"    app({args!r} + ([] if {args!r} == ['--help'] else ['--store', {str(store)!r}]), standalone_mode=False)\n"
+        "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
         "print('MODULES:' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('lancedb', 'openai', 'anthropic', 'onnxruntime', 'torch'))))\n"
+        "('lancedb', 'openai', 'anthropic', 'onnxruntime', 'torch', 'pandas'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     line = next(x for x in out.stdout.splitlines() if x.startswith("MODULES:"))
@@ -180,3 +183,22 @@ def _modules_after(args: list[str], store: Path) -> set[str]:
                                   ["status"]])
 def test_fast_commands_do_not_import_heavy_modules(built_store: Path, args: list[str]) -> None:
     assert _modules_after(args, built_store) == set()
+
+
+def test_skipped_pandas_probe_keeps_explicit_pandas_conversions_working(built_store: Path) -> None:
+    """The one-shot import path hides pandas from pyarrow's probe only; to_pandas() still works after."""
+    pytest.importorskip("pandas")
+    table_dir = next(built_store.rglob("*.lance"))
+    code = (
+        "import sys\n"
+        "from knowtology_cli.stores import lance_import\n"
+        "lance_import.SKIP_PANDAS_PROBE = True\n"
+        "lance = lance_import.import_lance()\n"
+        "assert 'pandas' not in sys.modules, 'probe not skipped'\n"
+        f"frame = lance.dataset({str(table_dir)!r}).to_table(columns=['chunk_id']).to_pandas()\n"
+        "print(type(frame).__name__, len(frame))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    kind, rows = out.stdout.split()
+    assert kind == "DataFrame" and int(rows) > 0

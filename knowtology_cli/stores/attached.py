@@ -76,7 +76,9 @@ class AttachedLanceStore(VectorStore):
     # plumbing ----------------------------------------------------------------------------
     def dataset(self) -> Any:
         """The attached dataset (latest version unless pinned); raises if it cannot be opened."""
-        import lance
+        from .lance_import import import_lance
+
+        lance = import_lance()
 
         try:
             if self._ds is None:

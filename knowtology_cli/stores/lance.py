@@ -4,6 +4,10 @@ Writes go through ``lancedb`` (merge-insert upserts, index management); reads us
 dataset API directly, which imports in ~0.1 s where ``import lancedb`` costs ~1.5 s (most of it
 the generated REST-namespace client that local tables never use). ``kt grep`` and ``kt read``
 therefore never import lancedb.
+
+What ``import lance`` still costs is mostly pyarrow; of that, ``pyarrow.dataset`` probes for pandas
+at module init (0.2 s when pandas is installed) although no read path converts to pandas. One-shot
+CLI commands skip that probe; see `lance_import`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
 from .base import ScoredId, VectorStore
+from .lance_import import import_lance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,7 +40,6 @@ FTS_OPTIONS: dict[str, Any] = {
     "remove_stop_words": True,
     "ascii_folding": True,
 }
-
 
 def sql_quote(value: str) -> str:
     """A SQL string literal for Lance filters (single quotes doubled)."""
@@ -115,7 +119,7 @@ class LanceVectorStore(VectorStore):
 
     def _dataset(self, collection: str) -> Any:
         """The latest version of the collection's dataset, or None."""
-        import lance
+        lance = import_lance()
 
         try:
             ds = self._datasets.get(collection)
