@@ -51,15 +51,19 @@ def run_build(
     concurrency: int,
     progress: Callable[[str, int, int], None],
     message: Callable[[str], None],
+    use_cache: bool = True,
 ) -> BuildReport:
-    """Run the cluster or LLM builder over what needs mapping; see ``KnowledgeBase.build``."""
+    """Run the cluster or LLM builder over what needs mapping; see ``KnowledgeBase.build``.
+
+    ``use_cache=False`` makes the LLM builder call the model even for prompts the call log has answered.
+    """
     started = time.perf_counter()
     if builder == "llm":
         from .llm_builder import run_llm_build
 
         assert llm is not None
         return run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                             progress=progress, message=message)
+                             progress=progress, message=message, use_cache=use_cache)
     pending, orphans, hashes = pending_work(kb, collection)
     has_tree = bool(kb.tree.nodes(collection))
     full = rebuild or not has_tree
