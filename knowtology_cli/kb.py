@@ -317,25 +317,25 @@ class KnowledgeBase:
         name = self._collection(collection)
         self._require_collection(name)
         segments = split_path(path)
+        parent = None
         if segments:
             node = self.tree.get_node(name, path)
             if node is None:
                 raise NotFoundError(f"no category {path!r} in collection {name!r}",
                                     hint="`kt browse` lists the top categories")
+            parent = node.path
+        level_nodes = self.tree.children(name, parent)
+        if segments:
             normalized, description, count = node.path, node.description, node.chunk_count
         else:
             normalized, description = ROOT, ""
-            count = sum(n.chunk_count for n in self.tree.children(name, None))
+            count = sum(n.chunk_count for n in level_nodes)
         children: list[NodeSummary] = []
-        frontier = [normalized if segments else None]
-        for _ in range(max(1, depth)):
-            next_frontier = []
-            for parent in frontier:
-                for node in self.tree.children(name, parent):
-                    children.append(NodeSummary(path=node.path, name=node.name, description=node.description,
-                                                level=node.level, chunk_count=node.chunk_count))
-                    next_frontier.append(node.path)
-            frontier = next_frontier
+        for level in range(max(1, depth)):
+            children.extend(NodeSummary(path=n.path, name=n.name, description=n.description, level=n.level,
+                                        chunk_count=n.chunk_count) for n in level_nodes)
+            if level + 1 < depth:
+                level_nodes = [c for n in level_nodes for c in self.tree.children(name, n.path)]
         chunks: list[ChunkLead] = []
         if segments and not any(c.level == len(segments) + 1 for c in children):
             chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet)
