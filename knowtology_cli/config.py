@@ -6,6 +6,7 @@ take explicit values.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -33,6 +34,24 @@ def validate_name(kind: str, name: str) -> str:
             hint=f"a {kind} name is 1-64 characters of letters, digits, '_', '.', '-'",
         )
     return name
+
+
+def parse_timeout(value: Any, source: str = "--timeout") -> float | None:
+    """``value`` as a positive number of seconds (None or "" stays None = the client's default).
+
+    Raises:
+        ConfigError: not a number, not finite, or not positive; the message names ``value`` and ``source``.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seconds = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"invalid LLM timeout {value!r} ({source}): expected a positive number of seconds",
+                          hint="e.g. --timeout 120 or KNOWTOLOGY_LLM_TIMEOUT=120")
+    return seconds
 
 
 def find_store_dir(start: Path | None = None) -> Path:
@@ -80,6 +99,7 @@ class Settings:
     vector_uri: str | None = None
     lock_timeout: float = 60.0
     concurrency: int = 4
+    llm_timeout: float | None = None  # seconds per LLM call attempt; None = the client's default
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -127,6 +147,8 @@ def load_settings(
         concurrency = int(pick(None, "KNOWTOLOGY_CONCURRENCY", "concurrency", 4))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"bad numeric setting: {exc}", hint="check KNOWTOLOGY_* variables") from exc
+    llm_timeout_source = "KNOWTOLOGY_LLM_TIMEOUT" if env.get("KNOWTOLOGY_LLM_TIMEOUT") else "llm_timeout in config.toml"
+    llm_timeout = parse_timeout(pick(None, "KNOWTOLOGY_LLM_TIMEOUT", "llm_timeout"), llm_timeout_source)
     providers = file_cfg.get("providers", {})
     return Settings(
         store_dir=store_dir,
@@ -143,6 +165,7 @@ def load_settings(
         vector_uri=pick(None, "KNOWTOLOGY_VECTOR_URI", "vector_uri"),
         lock_timeout=lock_timeout,
         concurrency=concurrency,
+        llm_timeout=llm_timeout,
         profiles=file_cfg.get("profiles", {}),
         raw=file_cfg,
     )

@@ -286,8 +286,13 @@ class KnowledgeBase:
         concurrency: int | None = None,
         progress: ProgressFn = _noop_progress,
         message: MessageFn = _noop_message,
+        use_cache: bool = True,
     ) -> Any:
-        """Build or extend the collection's tree; returns a ``BuildReport``."""
+        """Build or extend the collection's tree; returns a ``BuildReport``.
+
+        ``use_cache=False`` sends every LLM call to the model, even prompts the call log has answered
+        (new calls are still validated and logged).
+        """
         from .build.runner import run_build
 
         name = self._collection(collection)
@@ -309,6 +314,7 @@ class KnowledgeBase:
                 concurrency=concurrency or (self.settings.concurrency if self.settings else 4),
                 progress=progress,
                 message=message,
+                use_cache=use_cache,
             )
 
     # explore: browse ----------------------------------------------------------------------
@@ -521,7 +527,7 @@ class KnowledgeBase:
 
 
 def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> LLMClient:
-    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs and profile overrides from settings."""
+    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs, timeout and profile overrides from settings."""
     from .llm import get_llm, parse_spec
 
     provider, _ = parse_spec(spec)
@@ -530,6 +536,8 @@ def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> L
         key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
         url = settings.openai_base_url if provider == "openai" else settings.anthropic_base_url
     overrides = settings.profiles if settings is not None else None
+    if settings is not None and settings.llm_timeout is not None and options.get("timeout") is None:
+        options["timeout"] = settings.llm_timeout
     return get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
 
 
