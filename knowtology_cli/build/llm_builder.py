@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError, LLMError, LLMOutputError
-from ..llm.base import LLMTruncatedError
+from ..llm.base import LLMTimeoutError, LLMTruncatedError
 from ..models import BuildReport
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .prompts import (
@@ -325,6 +325,7 @@ class _Sent:
 class _Failure:
     chunk_ids: tuple[str, ...]
     error: str
+    timeout: float | None = None  # seconds per attempt, when every attempt timed out
 
 
 @dataclass
@@ -445,7 +446,8 @@ class LLMTreeBuilder:
                 f"({tally.failed} batch(es) failed; last error: "
                 f"{(self.failures[-1].error if self.failures else 'none')[:300]}). This run: {tally.calls} calls, "
                 f"{tally.input_tokens:,} tokens in, {tally.output_tokens:,} out, ${tally.cost_usd:.4f}",
-                hint="check the provider and run `kt build --rebuild` again",
+                hint=self._timeout_hint("run `kt build --rebuild` again")
+                or "check the provider and run `kt build --rebuild` again",
             )
         if still:
             raise self._incomplete(still, report, tally)
@@ -533,6 +535,8 @@ class LLMTreeBuilder:
         tally.cost_usd = self.llm.usage.cost_usd - usage0[2]
         if tally.cached:
             tally.notes.append(f"{tally.cached} calls served from the call log (identical prompts)")
+        if not self.use_cache:
+            tally.notes.append("call log not consulted (no cache): every prompt was sent to the model")
         if tally.followups or tally.splits:
             tally.notes.append(f"repair: {tally.followups} follow-up calls for missing chunks, "
                                f"{tally.splits} batches split after unusable replies")
@@ -571,7 +575,8 @@ class LLMTreeBuilder:
             return self._split(task, tally, str(exc)), False, False
         except LLMError as exc:
             self._log(sent, "error", error=str(exc)[:500])
-            self._fail(task.chunk_ids, str(exc), tally)
+            self._fail(task.chunk_ids, str(exc), tally,
+                       timeout=exc.timeout if isinstance(exc, LLMTimeoutError) else None)
             return [], False, True
         self._log(sent, "ok", resp=resp)  # logged before it is applied: a kill in between is served from the log
         return self._accept(task, resp.data, tally), True, False
@@ -585,9 +590,9 @@ class LLMTreeBuilder:
         return [t for part in (task.chunk_ids[:half], task.chunk_ids[half:])
                 for t in self._task(part, task.depth + 1, "split")]
 
-    def _fail(self, ids: Sequence[str], error: str, tally: _Tally) -> None:
+    def _fail(self, ids: Sequence[str], error: str, tally: _Tally, *, timeout: float | None = None) -> None:
         tally.failed += 1
-        self.failures.append(_Failure(tuple(ids), error))
+        self.failures.append(_Failure(tuple(ids), error, timeout))
         self.message(f"batch of {len(ids)} chunks failed: {error[:200]}")
 
     def _accept(self, task: _Task, data: Any, tally: _Tally) -> list[_Task]:
@@ -639,9 +644,20 @@ class LLMTreeBuilder:
             f"({tally.failed} batch(es) failed; last error: {why[:300]}). Unmapped: {shown}. "
             f"This run: {tally.calls} calls ({tally.cached} cached), {tally.input_tokens:,} tokens in, "
             f"{tally.output_tokens:,} out, ${tally.cost_usd:.4f}",
-            hint="run the same `kt build` again to resume: the chunks mapped so far are kept and paid calls are "
-                 "served from the call log, so only the unmapped chunks are sent",
+            hint=self._timeout_hint("run `kt build` again to resume (the chunks mapped so far are kept)")
+            or ("run the same `kt build` again to resume: the chunks mapped so far are kept and paid calls are "
+                "served from the call log, so only the unmapped chunks are sent" if self.use_cache else
+                "run `kt build` again to resume: the chunks mapped so far are kept, so only the unmapped chunks "
+                "are sent (without --no-cache, calls already paid for are served from the call log)"),
         )
+
+    def _timeout_hint(self, then: str) -> str | None:
+        """What to do when the failed calls ran out of time: raise the per-attempt timeout."""
+        timeouts = [f.timeout for f in self.failures if f.timeout is not None]
+        if not timeouts:
+            return None
+        return (f"{len(timeouts)} call(s) timed out after {max(timeouts):g} s per attempt: raise the timeout "
+                f"(--timeout SECONDS or KNOWTOLOGY_LLM_TIMEOUT), then {then}")
 
 
 def run_llm_build(

@@ -76,22 +76,27 @@ def build(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (batches, calls, tokens, cost); call nothing.")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the tree over instead of extending it.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Parallel LLM calls where batches are independent.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the model even for prompts the call log has answered (new calls are still logged).")] = False,
+    timeout: Annotated[str | None, typer.Option(metavar="<seconds>", help="Seconds per LLM call attempt before it is retried (env KNOWTOLOGY_LLM_TIMEOUT; default 600).")] = None,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build or extend the category tree (new and changed chunks only, unless --rebuild)."""
     with handled(as_json):
+        from ..config import parse_timeout
+
+        seconds = parse_timeout(timeout, "--timeout")
         kb = open_kb(store, collection, llm=llm)
         client = None
         spec = llm or (kb.settings.llm if builder != "cluster" else None)
         if spec and builder != "cluster":
             from ..kb import llm_from_settings
 
-            client = llm_from_settings(spec, kb.settings)
+            client = llm_from_settings(spec, kb.settings, timeout=seconds)
         with StderrProgress() as bar:
             report = kb.build(builder=builder, llm=client, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                              progress=bar.update, message=bar.message)
+                              use_cache=not no_cache, progress=bar.update, message=bar.message)
     if as_json:
         return emit_json(report)
     out = console()

@@ -15,6 +15,7 @@ from .base import (
     ChatTurn,
     LLMClient,
     LLMResponse,
+    LLMTimeoutError,
     LLMTruncatedError,
     ProviderFailure,
     ToolCall,
@@ -26,7 +27,7 @@ PROVIDERS = ("openai", "anthropic")
 
 __all__ = [
     "PROVIDERS", "PROFILES", "DEFAULT_PROFILE", "ChatMessage", "ChatTurn", "LLMClient", "LLMResponse",
-    "LLMTruncatedError", "ModelProfile", "ProviderFailure", "ToolCall", "ToolSpec", "get_llm",
+    "LLMTimeoutError", "LLMTruncatedError", "ModelProfile", "ProviderFailure", "ToolCall", "ToolSpec", "get_llm",
     "get_profile", "parse_spec",
 ]
 

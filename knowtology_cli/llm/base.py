@@ -9,7 +9,8 @@ exceptions in :meth:`LLMClient._classify`. The base class turns that into:
   jitter, honouring ``retry-after`` / ``retry-after-ms``;
 * output retries (reply not JSON, not an object, or rejected by the caller's ``validate``);
 * :class:`~knowtology_cli.errors.LLMError` / :class:`~knowtology_cli.errors.LLMOutputError` with
-  messages that never contain the API key or auth headers.
+  messages that never contain the API key or auth headers (:class:`LLMTimeoutError` when every
+  attempt ran out of time, naming the per-attempt timeout).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowtology_cli.errors import LLMError, LLMOutputError
+from knowtology_cli.errors import ConfigError, LLMError, LLMOutputError
 
 from .profiles import ModelProfile, get_profile
 
 log = logging.getLogger("knowtology_cli.llm")
 T = TypeVar("T")
+
+#: Seconds per attempt when no timeout is configured (``--timeout`` / ``KNOWTOLOGY_LLM_TIMEOUT``).
+DEFAULT_TIMEOUT = 600.0
 
 _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+\S+|(?i:x-api-key)\W+\S+)")
 
@@ -143,6 +147,7 @@ class ProviderFailure(Exception):
         retry_after: float | None = None,
         auth: bool = False,
         hint: str | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -151,6 +156,7 @@ class ProviderFailure(Exception):
         self.retry_after = retry_after
         self.auth = auth
         self.hint = hint
+        self.timed_out = timed_out
 
 
 class MalformedReply(Exception):
@@ -166,6 +172,14 @@ class MalformedReply(Exception):
 
 class LLMTruncatedError(LLMOutputError):
     """The reply was cut at ``max_output_tokens`` and is unusable; split the batch, don't retry."""
+
+
+class LLMTimeoutError(LLMError):
+    """Every attempt of a call ran out of its per-attempt ``timeout`` (seconds)."""
+
+    def __init__(self, message: str, *, timeout: float, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.timeout = timeout
 
 
 @dataclass
@@ -253,7 +267,7 @@ class LLMClient(ABC):
         model: str,
         *,
         profile: ModelProfile | None = None,
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 4,
         max_output_retries: int = 2,
         backoff_base: float = 1.0,
@@ -265,6 +279,8 @@ class LLMClient(ABC):
         self.model = model
         self.profile = profile or get_profile(model)
         self.timeout = float(timeout)
+        if not self.timeout > 0:  # also refuses NaN
+            raise ConfigError(f"invalid LLM timeout {timeout!r}: expected a positive number of seconds")
         self.max_retries = max(0, int(max_retries))
         self.max_output_retries = max(0, int(max_output_retries))
         self.backoff_base = float(backoff_base)
@@ -329,11 +345,12 @@ class LLMClient(ABC):
             LLMTruncatedError: the reply was cut at ``max_output_tokens`` and did not parse.
         """
         spent = _Spent()
+        per_attempt = timeout or self.timeout
 
         def attempt() -> LLMResponse:
             reply = self._request_json(
                 system, user, schema, schema_name=schema_name,
-                max_output_tokens=max_output_tokens, timeout=timeout or self.timeout,
+                max_output_tokens=max_output_tokens, timeout=per_attempt,
             )
             self._account(reply.input_tokens, reply.output_tokens)
             spent.input_tokens += reply.input_tokens
@@ -366,7 +383,7 @@ class LLMClient(ABC):
                 truncated=reply.truncated,
             )
 
-        return self._with_retries("JSON call", attempt)
+        return self._with_retries("JSON call", attempt, per_attempt)
 
     def chat(
         self,
@@ -382,11 +399,12 @@ class LLMClient(ABC):
         The caller runs the tools, appends ``turn.message`` and one
         ``ChatMessage.tool_result(call.id, text)`` per call, and calls again.
         """
+        per_attempt = timeout or self.timeout
 
         def attempt() -> ChatTurn:
             turn = self._request_chat(
                 system, list(messages), list(tools),
-                max_output_tokens=max_output_tokens, timeout=timeout or self.timeout,
+                max_output_tokens=max_output_tokens, timeout=per_attempt,
             )
             self._account(turn.input_tokens, turn.output_tokens)
             return turn.model_copy(
@@ -394,7 +412,7 @@ class LLMClient(ABC):
                         "model": turn.model or self.model}
             )
 
-        return self._with_retries("chat call", attempt)
+        return self._with_retries("chat call", attempt, per_attempt)
 
     # ----------------------------------------------------------------- machinery
     def _account(self, input_tokens: int, output_tokens: int) -> None:
@@ -418,7 +436,8 @@ class LLMClient(ABC):
                 text = text.replace(secret, "***")
         return _KEYLIKE.sub("***", text)
 
-    def _with_retries(self, what: str, attempt: Callable[[], T]) -> T:
+    def _with_retries(self, what: str, attempt: Callable[[], T], timeout: float | None = None) -> T:
+        timeout = self.timeout if timeout is None else timeout
         transport_failures = 0
         output_failures = 0
         while True:
@@ -450,6 +469,8 @@ class LLMClient(ABC):
                 self.usage.failed_calls += 1
             transport_failures += 1
             message = f"{self.spec}: {self.redact(failure.message)}"
+            if failure.timed_out:
+                message += f" after {timeout:g} s"
             if failure.auth:
                 # the provider's body can echo the key; nothing of the SDK error is kept
                 raise LLMError(message, hint=failure.hint or self._key_hint()) from None
@@ -460,14 +481,19 @@ class LLMClient(ABC):
                     f"{message} (provider asks to wait {failure.retry_after:.0f} s)",
                     hint="the rate limit resets later; run the same command again to resume",
                 ) from cause
+            if transport_failures > self.max_retries and failure.timed_out:
+                raise LLMTimeoutError(
+                    f"{message} (gave up after {transport_failures} attempts)", timeout=timeout,
+                    hint=f"the model did not answer within {timeout:g} s per attempt; raise the timeout "
+                         "(--timeout SECONDS or KNOWTOLOGY_LLM_TIMEOUT) and run again",
+                ) from cause
             if transport_failures > self.max_retries:
                 raise LLMError(
                     f"{message} (gave up after {transport_failures} attempts)",
                     hint=failure.hint or "the provider is unavailable or overloaded; run again to resume",
                 ) from cause
             delay = self._backoff(transport_failures, failure.retry_after)
-            log.warning("%s: %s; retry %d/%d in %.1f s", self.spec, self.redact(failure.message)[:200],
-                        transport_failures, self.max_retries, delay)
+            log.warning("%s; retry %d/%d in %.1f s", message[:300], transport_failures, self.max_retries, delay)
             self._sleep(delay)
 
     def _key_hint(self) -> str:
@@ -519,7 +545,7 @@ def classify_sdk_error(
     if isinstance(exc, sdk.APIStatusError):
         return failure_from_status(provider, exc.status_code, exc.response.headers, error_message_from_body(exc.body))
     if isinstance(exc, sdk.APITimeoutError):
-        return ProviderFailure(f"{provider} request timed out", retryable=True,
+        return ProviderFailure(f"{provider} request timed out", retryable=True, timed_out=True,
                                hint="the server did not answer in time; raise the timeout or retry")
     if isinstance(exc, sdk.APIConnectionError):
         return ProviderFailure(f"cannot reach {where}", retryable=True, hint=f"check the network or {env_var}")
