@@ -37,12 +37,12 @@ def validate_name(kind: str, name: str) -> str:
 
 
 def parse_timeout(value: Any, source: str = "--timeout") -> float | None:
-    """``value`` as a positive number of seconds (None or "" stays None = the client's default).
+    """``value`` as a positive number of seconds (None stays None = the client's default).
 
     Raises:
         ConfigError: not a number, not finite, or not positive; the message names ``value`` and ``source``.
     """
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None:
         return None
     try:
         seconds = float(value.strip() if isinstance(value, str) else value)

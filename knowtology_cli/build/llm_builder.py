@@ -437,7 +437,8 @@ class LLMTreeBuilder:
         notes = [plan_note, *tally.notes]
         if orphans:
             notes.append(f"removed {len(orphans)} deleted chunks from the tree")
-        self.kb.tree.set_builder(self.collection, "llm")
+        if self.done or orphans:  # a build that changed nothing (every call failed) leaves the store as it was
+            self.kb.tree.set_builder(self.collection, "llm")
         report = self._finish(started, False, notes, build_plan.calls, tally)
         still, _, _ = pending_work(self.kb, self.collection)
         if self.replace_next and self.order:  # --rebuild, and not one reply could be applied
