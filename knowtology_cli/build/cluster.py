@@ -15,15 +15,20 @@ How a tree is made (see :func:`build_cluster_tree`):
    silhouette wins (measured on CACM: AMI 0.240 vs 0.226 at level 1, 0.255 vs 0.231 at the leaves,
    against always taking k_max). Clusters smaller than ``max(min_leaf, n / (4k))`` are merged into
    the sibling with the nearest centroid.
-3. Depth. All leaves sit at the same depth: ``max_depth`` when the collection has at least
-   ``min_leaf * 2**max_depth`` chunks, fewer levels below that. A node too small to split (fewer
-   than ``2 * min_leaf`` chunks, or a split that collapsed into one cluster) gets a single child
-   named by its next-best terms, so every path has the same number of segments.
-4. Names. Children are named by terms distinctive against their siblings (document-share
-   log-ratio, see :mod:`.terms`): unigrams, bigrams and heading phrases (title trail segments and
-   file names), plural-folded, in Title Case, ``A & B`` when two terms are both strong; unique
-   among siblings, never an ancestor's name, never containing ``/``. Descriptions list the next
-   terms and the documents nearest the cluster's centre.
+3. Depth. Splitting stops at ``max_depth`` levels (fewer below ``min_leaf * 2**max_depth``
+   chunks, so small collections stay shallow). A node becomes a leaf, at whatever level, when it
+   cannot be cut into two parts of at least ``min_leaf`` chunks, or when it is one short document
+   (under ``4 * min_leaf`` chunks): no node has a single child. Only the root of a collection too
+   small to split gets one child.
+4. Names. Children are named by terms distinctive against their siblings (see :mod:`.terms`):
+   unigrams, bigrams and heading phrases (title trail segments and file names), plural-folded, in
+   Title Case. Shares are weighted towards documents (a chunk counts ``1/sqrt(chunks of its
+   document)``), a term whose weight comes from one document of a mixed cluster is marked down,
+   and words found in 80% of the documents (the company's name) never name a category. A name
+   must be found in at least half of the node (by that weighting); a mixed node gets ``A, B & C``
+   from terms that together cover it. Names are unique among siblings, never made only of an
+   ancestor's words, never contain ``/``. Descriptions list the next terms and the documents
+   nearest the node's centre.
 """
 
 from __future__ import annotations
@@ -41,11 +46,15 @@ from .snippets import make_snippet
 from .terms import (
     TermIndex,
     build_term_index,
+    corpus_wide_terms,
     describe_terms,
+    document_weights,
+    join_names,
     label_terms,
     lsa_features,
     name_words,
     rank_terms,
+    spread_factor,
     term_counts,
 )
 
@@ -280,6 +289,7 @@ def _cluster_node(x: np.ndarray, k_low: int, k_high: int, seed: int) -> np.ndarr
 def _split(
     node: _Node,
     x: np.ndarray,
+    doc_of: np.ndarray,
     depth: int,
     branching: int | None,
     min_leaf: int,
@@ -287,24 +297,32 @@ def _split(
     seed: int,
     counter: list[int],
 ) -> None:
+    """Split ``node`` recursively; a node that cannot be cut into two parts of ``min_leaf`` stays a leaf.
+
+    The root always gets at least one child, so even a tiny collection has a level-1 category.
+    """
     if node.level >= depth:
         return
     n = len(node.members)
+    groups: list[np.ndarray] = []
     k_low, k_high = _k_range(n, node.level == depth - 1, branching, min_leaf, max_leaf)
-    if k_high >= 2:
+    # Parts of one short document read best together: its sections are the leaf's snippets.
+    one_document = n < 4 * min_leaf and len(np.unique(doc_of[node.members])) == 1
+    if k_high >= 2 and n >= 2 * min_leaf and not one_document:
         sub = x[node.members]
         labels = _cluster_node(sub, k_low, k_high, seed * 1_000_003 + counter[0])
         counter[0] += 1
         k = int(labels.max()) + 1
-        min_size = max(min_leaf, round(n / (4 * k))) if n >= 2 * min_leaf else 1
-        groups = _merge_small(sub, labels, min_size)
-    else:
+        groups = _merge_small(sub, labels, max(min_leaf, round(n / (4 * k))))
+    if len(groups) < 2:
+        if node.level > 0:
+            return  # a single child would only repeat its parent: this node is a leaf
         groups = [np.arange(n)]
     children = [_Node(members=node.members[g], level=node.level + 1) for g in groups]
     children.sort(key=lambda c: (-len(c.members), int(c.members[0])))
     node.children = children
     for child in children:
-        _split(child, x, depth, branching, min_leaf, max_leaf, seed, counter)
+        _split(child, x, doc_of, depth, branching, min_leaf, max_leaf, seed, counter)
 
 
 # --------------------------------------------------------------------------- names
@@ -334,43 +352,71 @@ def _fallback_name(node: _Node, items: Sequence[ClusterItem]) -> str:
     return " ".join(w[:1].upper() + w[1:] for w in words)
 
 
-def _name_children(
-    parent: _Node,
-    index: TermIndex,
-    background: np.ndarray,
-    n_total: int,
-    items: Sequence[ClusterItem],
-    x: np.ndarray,
-    ancestors: list[str],
-) -> None:
+@dataclass
+class _Namer:
+    """What naming needs besides the nodes: the term index and collection-wide term statistics."""
+
+    index: TermIndex
+    items: Sequence[ClusterItem]
+    x: np.ndarray
+    doc_of: np.ndarray
+    fitness: np.ndarray
+    background: np.ndarray
+    n_background: float
+
+    @classmethod
+    def create(cls, index: TermIndex, items: Sequence[ClusterItem], x: np.ndarray, doc_of: np.ndarray) -> _Namer:
+        n = len(items)
+        # Words found in most documents (the company's name) never name a category; a term that
+        # merely contains one (``Northwind Driver``) reads worse than one that does not.
+        blocked = corpus_wide_terms(index, doc_of)
+        common = {next(iter(index.words[j])) for j in np.flatnonzero(blocked) if len(index.words[j]) == 1}
+        fitness = index.fitness.copy()
+        for j, words in enumerate(index.words):
+            if blocked[j] or words <= common:
+                fitness[j] = 0.0
+            elif words & common:
+                fitness[j] *= 0.5
+        weights = document_weights(doc_of)
+        background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1, weights)[0]
+        return cls(index, items, x, doc_of, fitness, background, float(weights.sum()))
+
+
+def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
     children = parent.children
     if not children:
         return
+    index = namer.index
     k = len(children)
     members = np.concatenate([c.members for c in children])
     labels = np.concatenate([np.full(len(c.members), i) for i, c in enumerate(children)])
-    counts = term_counts(index, members, labels, k)
+    # Each child weighs its documents by sqrt(chunks): shares count documents more than chunks.
+    weights = [document_weights(namer.doc_of[c.members]) for c in children]
+    counts = term_counts(index, members, labels, k, np.concatenate(weights))
+    present = term_counts(index, members, labels, k)
     total = counts.sum(axis=0)
-    n_parent = len(members)
+    sizes = np.asarray([float(w.sum()) for w in weights])
     for i, child in enumerate(children):
-        n_child = len(child.members)
-        if k > 1:
-            child.ranked = rank_terms(
-                counts[i], n_child, total - counts[i], n_parent - n_child, background, n_total, fitness=index.fitness
-            )
-        else:
-            child.ranked = rank_terms(counts[i], n_child, total, 0, background, n_total, fitness=index.fitness)
+        outside, n_outside = (total - counts[i], float(sizes.sum() - sizes[i])) if k > 1 else (total, 0.0)
+        child.ranked = rank_terms(
+            counts[i], float(sizes[i]), outside, n_outside, namer.background, namer.n_background,
+            fitness=namer.fitness * spread_factor(index, child.members, namer.doc_of, weights[i]),
+            present=present[i], n_present=len(child.members),
+        )
 
     taken = {a.lower() for a in ancestors}
     banned_words = {w for a in ancestors for w in name_words(a)}
     used: set[str] = set()
-    for child in children:  # already largest first
-        chosen = label_terms(child.ranked, index, banned=taken | used, banned_words=banned_words)
+    for child, weight in zip(children, weights, strict=True):  # already largest first
+        chosen = label_terms(
+            child.ranked, index, banned=taken | used, banned_words=banned_words,
+            members=child.members, row_weight=weight,
+        )
         if chosen:
-            name = " & ".join(index.display[j] for j in chosen)
+            name = join_names([index.display[j] for j in chosen])
             used.update(index.display[j].lower() for j in chosen)
         else:
-            name = _fallback_name(child, items)
+            name = _fallback_name(child, namer.items)
         name = _clean_name(name)
         base, suffix = name, 2
         while name.lower() in taken:
@@ -381,9 +427,9 @@ def _name_children(
         child.path = f"{parent.path}/{name}" if parent.path else name
         skip = name_words(name)
         terms = describe_terms(child.ranked, index, skip)
-        child.description = _describe(child, terms, items, x)
+        child.description = _describe(child, terms, namer.items, namer.x)
     for child in children:
-        _name_children(child, index, background, n_total, items, x, [*ancestors, child.name])
+        _name_children(child, namer, [*ancestors, child.name])
 
 
 def _doc_title(item: ClusterItem) -> str:
@@ -435,8 +481,9 @@ def build_cluster_tree(
 ) -> TreeReply:
     """Build a topical category tree offline, in the shape an LLM build call returns.
 
-    Every item is assigned to exactly one leaf; all leaves have the same depth (``max_depth`` for
-    collections of at least ``min_leaf * 2**max_depth`` chunks, fewer levels for smaller ones).
+    Every item is assigned to exactly one leaf. Leaves sit at levels 1 to ``max_depth`` (fewer
+    levels for collections under ``min_leaf * 2**max_depth`` chunks); a node that cannot be split
+    into two parts of ``min_leaf`` chunks is a leaf, so no node has a single child.
     Categories are listed for every node, parents before children; assignments follow the item
     order and carry a one-line extractive snippet.
 
@@ -479,10 +526,12 @@ def build_cluster_tree(
     x = _features(items, matrix, index, text_weight, doc_weight, seed)
     depth = _effective_depth(n, max_depth, min_leaf)
     root = _Node(members=np.arange(n), level=0)
-    _split(root, x, depth, branching, min_leaf, max_leaf, seed, [0])
+    keys = [it.doc_id or it.file_name or it.chunk_id for it in items]
+    doc_codes = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    doc_of = np.asarray([doc_codes[key] for key in keys], dtype=np.int64)
+    _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0])
 
-    background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1)[0]
-    _name_children(root, index, background, n, items, x, [])
+    _name_children(root, _Namer.create(index, items, x, doc_of), [])
 
     categories: list[Category] = []
     leaf_of = np.empty(n, dtype=object)

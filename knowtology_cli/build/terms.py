@@ -22,11 +22,16 @@ __all__ = [
     "STOP_WORDS",
     "TermIndex",
     "build_term_index",
+    "corpus_wide_terms",
+    "spread_factor",
     "describe_terms",
+    "document_weights",
     "fold_plural",
+    "join_names",
     "label_terms",
     "lsa_features",
     "name_words",
+    "presence",
     "rank_terms",
     "term_counts",
 ]
@@ -68,6 +73,15 @@ STOP_WORDS = frozenset(
     """.split()
 )
 
+# Number words and past tenses of common verbs ("Five", "Saw"): never a name, though they stay in
+# the index (the clustering features do not change with naming).
+_NOT_NAMES = frozenset(
+    """
+    four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
+    million billion saw told took went came sent bought brought thought felt kept held knew ran
+    wrote spoke began gone asked explained confirmed reported
+    """.split()
+)
 # A word followed directly by one of these is probably a verb ("placing an order").
 _OBJECT_WORDS = frozenset("the a an your our their his her its my this these those it them you us me him".split())
 # Adjectives and vague words: fine inside a bigram ("Sick Leave"), weak as a name on their own.
@@ -260,6 +274,8 @@ def _name_fitness(term: str, stats: _Stats) -> float:
         words = term[1:].split()
         return 1.15 * (_name_fitness(words[0], stats) if len(words) == 1 else 1.0)
     words = term.split()
+    if any(word in _NOT_NAMES for word in words):
+        return 0.0 if len(words) == 1 else 0.3
     if len(words) == 2:
         first, last = words
         factor = 0.7 if first in _WEAK_WORDS else 1.0
@@ -532,13 +548,98 @@ def lsa_features(index: TermIndex, dim: int = 100, seed: int = 0) -> np.ndarray:
     return (features / lengths).astype(np.float32)
 
 
-def term_counts(index: TermIndex, members: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    """Summed presence weights per (group, term) for ``members`` grouped by ``labels`` (0..k-1)."""
+def term_counts(
+    index: TermIndex, members: np.ndarray, labels: np.ndarray, k: int, row_weight: np.ndarray | None = None
+) -> np.ndarray:
+    """Summed presence weights per (group, term) for ``members`` grouped by ``labels`` (0..k-1).
+
+    ``row_weight`` (aligned with ``members``) scales each chunk's contribution.
+    """
+    lengths = index.indptr[members + 1] - index.indptr[members]
     entries = index.entries_of(members)
-    group = np.repeat(labels, index.indptr[members + 1] - index.indptr[members])
+    group = np.repeat(labels, lengths)
     flat = group * index.n_terms + index.indices[entries]
-    counts = np.bincount(flat, weights=index.weight[entries], minlength=k * index.n_terms)
+    values = index.weight[entries]
+    if row_weight is not None:
+        values = values * np.repeat(np.asarray(row_weight, dtype=np.float64), lengths)
+    counts = np.bincount(flat, weights=values, minlength=k * index.n_terms)
     return counts.reshape(k, index.n_terms)
+
+
+def presence(index: TermIndex, members: np.ndarray, columns: Sequence[int]) -> np.ndarray:
+    """``(len(members), len(columns))`` booleans: does each member chunk contain each term."""
+    out = np.zeros((len(members), len(columns)), dtype=bool)
+    if not len(columns) or not len(members):
+        return out
+    position = np.full(index.n_terms, -1, dtype=np.int64)
+    position[np.asarray(columns, dtype=np.int64)] = np.arange(len(columns))
+    lengths = index.indptr[members + 1] - index.indptr[members]
+    entries = index.entries_of(members)
+    rows = np.repeat(np.arange(len(members)), lengths)
+    cols = position[index.indices[entries]]
+    hit = cols >= 0
+    out[rows[hit], cols[hit]] = True
+    return out
+
+
+def document_weights(doc_of: np.ndarray) -> np.ndarray:
+    """Per-chunk weights ``1 / sqrt(chunks of its document among these rows)``.
+
+    Summed over a document they give ``sqrt(m)``: a document of 40 chunks (a ticket dump, a long
+    manual) counts for more than one of 4 chunks, but not ten times more, so a word that fills one
+    big document cannot outvote words found across many documents.
+    """
+    if not len(doc_of):
+        return np.zeros(0, dtype=np.float64)
+    _, inverse, counts = np.unique(doc_of, return_inverse=True, return_counts=True)
+    return 1.0 / np.sqrt(counts[inverse].astype(np.float64))
+
+
+def spread_factor(index: TermIndex, members: np.ndarray, doc_of: np.ndarray, row_weight: np.ndarray) -> np.ndarray:
+    """Per-term multiplier (0.3-1) that marks down terms whose weight in a cluster comes from one document.
+
+    "Agent" in a cluster of customer FAQs and a support-ticket dump comes from the tickets alone;
+    it says what kind of document half the cluster is, not what the cluster is about. A term is
+    marked down when over half of its weight comes from its top document, the more so the more
+    that exceeds the top document's share of the cluster; unless one document holds half the
+    cluster (its words are then the cluster's words).
+    """
+    factor = np.ones(index.n_terms)
+    if len(members) < 2:
+        return factor
+    lengths = index.indptr[members + 1] - index.indptr[members]
+    entries = index.entries_of(members)
+    _, local = np.unique(doc_of[members], return_inverse=True)
+    weight = np.asarray(row_weight, dtype=np.float64)
+    cluster_top = float(np.bincount(local, weights=weight).max() / max(weight.sum(), 1e-12))
+    if cluster_top >= 0.5:
+        return factor
+    terms = index.indices[entries]
+    values = index.weight[entries] * np.repeat(weight, lengths)
+    keys, inverse = np.unique(np.repeat(local, lengths) * index.n_terms + terms, return_inverse=True)
+    mass = np.bincount(inverse, weights=values)
+    top = np.zeros(index.n_terms)
+    np.maximum.at(top, keys % index.n_terms, mass)
+    total = np.bincount(terms, weights=values, minlength=index.n_terms)
+    share = np.divide(top, total, out=np.zeros_like(top), where=total > 0)
+    excess = np.where(share > 0.5, np.clip((share - cluster_top) / (1.0 - cluster_top), 0.0, 1.0), 0.0)
+    return 1.0 - 0.7 * excess
+
+
+def corpus_wide_terms(index: TermIndex, doc_of: np.ndarray, share: float = 0.8, min_docs: int = 5) -> np.ndarray:
+    """Mask of terms found in at least ``share`` of the documents (the company name, "customer").
+
+    Such a word says where the collection comes from, not what one category is about. Needs at
+    least ``min_docs`` documents; fewer give no mask.
+    """
+    blocked = np.zeros(index.n_terms, dtype=bool)
+    n_docs = len(np.unique(doc_of)) if len(doc_of) else 0
+    if n_docs < min_docs or index.n_terms == 0:
+        return blocked
+    rows = index.rows_of_entries()
+    pairs = np.unique(np.asarray(doc_of, dtype=np.int64)[rows] * index.n_terms + index.indices)
+    df = np.bincount(pairs % index.n_terms, minlength=index.n_terms)
+    return df >= share * n_docs
 
 
 def rank_terms(
@@ -550,6 +651,8 @@ def rank_terms(
     n_background: int,
     *,
     fitness: np.ndarray | None = None,
+    present: np.ndarray | None = None,
+    n_present: int | None = None,
     limit: int = 12,
 ) -> list[tuple[int, float, float]]:
     """Terms that distinguish a cluster, best first, as ``(term column, score, share)``.
@@ -558,7 +661,9 @@ def rank_terms(
     times its log-ratio against the siblings' share ``q`` plus its log-ratio against the
     whole collection (a KL-divergence term: frequent in the cluster, rare beside it), multiplied
     by ``fitness`` (how well the term reads as a name). With no siblings the collection stands in
-    for them. Terms in fewer than 2 chunks of a cluster of 4 or more are skipped.
+    for them. When the counts are weighted (see :func:`document_weights`), ``present`` and
+    ``n_present`` give the plain chunk counts. Terms in fewer than 2 chunks of a cluster of 4 or
+    more are skipped; a fitness of 0 rules a term out.
     """
     p = inside / max(1, n_inside)
     q = outside / max(1, n_outside) if n_outside else background / max(1, n_background)
@@ -567,8 +672,10 @@ def rank_terms(
     score = p * (np.log((p + eps) / (q + eps)) + np.log((p + eps) / (g + eps)))
     if fitness is not None:
         score = np.where(score > 0, score * fitness, score)
-    floor = 1.5 if n_inside >= 4 else 0.5
-    score[inside < floor] = -np.inf
+    floor = 1.5 if (n_inside if n_present is None else n_present) >= 4 else 0.5
+    score[(inside if present is None else present) < floor] = -np.inf
+    if fitness is not None:
+        score[fitness <= 0] = -np.inf
     order = np.lexsort((np.arange(len(score)), -score))[:limit]
     return [(int(j), float(score[j]), float(p[j])) for j in order if np.isfinite(score[j]) and score[j] > 0]
 
@@ -583,46 +690,106 @@ def _stems(words: frozenset[str] | set[str]) -> set[str]:
 
 
 def label_terms(
-    ranked: list[tuple[int, float, float]], index: TermIndex, *, banned: set[str], banned_words: set[str]
+    ranked: list[tuple[int, float, float]],
+    index: TermIndex,
+    *,
+    banned: set[str],
+    banned_words: set[str],
+    members: np.ndarray | None = None,
+    row_weight: np.ndarray | None = None,
 ) -> list[int]:
-    """Pick 1-2 term columns that make a readable name from a ranked list.
+    """Pick 1-3 term columns that make a readable name, supported by most of the cluster.
 
     A term gives way to a longer one containing its words that scores at least 60% as much
-    (``Refund`` -> ``Refund Windows``). A second term joins the first (``A & B``) when it scores
-    at least 75% as much, covers at least half as many chunks (and 40% of the cluster),
-    shares no stem with it, reads as a noun, and the name stays within 3 words. Display names in
-    ``banned`` (taken by siblings or ancestors) and terms made only of ``banned_words`` (the
-    ancestors' words) are skipped, and so are heading phrases found in under half the cluster.
+    (``Refund`` -> ``Refund Windows``) and covers about as much of the cluster. A term's support
+    is the share of the ``members`` chunks that contain it, weighted by ``row_weight`` (see
+    :func:`document_weights`, so it leans towards the share of documents). A name must be
+    supported by at least half of the cluster: the best term that is (scoring at least half as
+    much as the best term overall) comes first, and may be joined by a strong second one that
+    covers other chunks (``A & B``: 60% of its score, 30% support, within 3 words). When no single
+    term covers half of a mixed cluster, distinctive terms covering new ground are added until
+    they do (``A, B & C``, at most 5 words). Terms sharing a stem are never joined. Display names
+    in ``banned`` (taken by siblings or ancestors), terms made only of ``banned_words`` (the
+    ancestors' words) and heading phrases found in under half the cluster are skipped.
     """
     allowed = [
         (j, score, share)
         for j, score, share in ranked
-        if index.display[j].lower() not in banned
-        and not index.words[j] <= banned_words
-        # A heading or file name names a cluster only if most of it comes from there.
-        and (share >= 0.5 or not index.terms[j].startswith(PHRASE))
+        if index.display[j].lower() not in banned and not index.words[j] <= banned_words
     ]
+    if not allowed:
+        return []
+    if members is None:
+        members = np.arange(index.n_rows)
+    hits = presence(index, np.asarray(members, dtype=np.int64), [j for j, _, _ in allowed])
+    weight = np.ones(len(members)) if row_weight is None else np.asarray(row_weight, dtype=np.float64)
+    weight = weight / max(float(weight.sum()), 1e-12)
+
+    def support(mask: np.ndarray) -> float:
+        return float(weight @ mask)
+
+    supported = {j: support(hits[:, c]) for c, (j, _, _) in enumerate(allowed)}
+    column = {j: c for c, (j, _, _) in enumerate(allowed)}
     candidates: list[tuple[int, float, float]] = []
-    for j, score, share in allowed:
+    for j, score, _ in allowed:
         words = index.words[j]
-        if any(index.words[b] > words and s >= 0.6 * score for b, s, _ in allowed):
-            continue  # a longer term with these words says it better
+        if any(
+            index.words[b] > words and s >= 0.6 * score and supported[b] >= min(0.5, 0.8 * supported[j])
+            for b, s, _ in allowed
+        ):
+            continue  # a longer term with these words says it better, for about as much of the cluster
         if any(index.display[c].lower() == index.display[j].lower() for c, _, _ in candidates):
             continue
-        candidates.append((j, score, share))
+        # A heading or file name names a cluster only if most of it comes from there.
+        if index.terms[j].startswith(PHRASE) and supported[j] < 0.5:
+            continue
+        candidates.append((j, score, supported[j]))
     if not candidates:
         return []
-    first, top, top_share = candidates[0]
-    chosen = [first]
-    for j, score, share in candidates[1:4]:
-        if score < 0.75 * top or share < max(0.5 * top_share, 0.4):
+    top = candidates[0][1]
+    majority = [c for c, (_, score, share) in enumerate(candidates) if share >= 0.5 and score >= 0.5 * top]
+    chosen = [majority[0] if majority else 0]
+    covered = hits[:, column[candidates[chosen[0]][0]]].copy()
+    lead = candidates[chosen[0]][1]
+
+    def addition(wanted: bool) -> int:
+        """The term that best adds distinct ground to the name, or -1."""
+        best, best_value = -1, 0.0
+        length = sum(_length(index.display[candidates[c][0]]) for c in chosen)
+        stems = set().union(*(_stems(index.words[candidates[c][0]]) for c in chosen))
+        before = support(covered)
+        for c, (j, score, share) in enumerate(candidates):
+            if c in chosen or index.fitness[j] < 0.9 or _stems(index.words[j]) & stems:
+                continue
+            if length + _length(index.display[j]) > (5 if wanted else 3):
+                continue
+            gain = support(covered | hits[:, column[j]]) - before
+            strong = score >= (0.25 * top if wanted else 0.6 * lead) and share >= (0.1 if wanted else 0.3)
+            value = score * gain / max(share, 1e-9)  # distinctive, and covering new ground
+            if strong and gain >= (0.1 if wanted else 0.15) and value > best_value + 1e-12:
+                best, best_value = c, value
+        return best
+
+    while len(chosen) < (3 if support(covered) < 0.5 else 2):
+        wanted = support(covered) < 0.5
+        pick = addition(wanted)
+        if pick < 0:
             break
-        if _stems(index.words[j]) & _stems(index.words[first]) or index.fitness[j] < 0.9:
-            continue
-        if _length(index.display[first]) + _length(index.display[j]) <= 3:
-            chosen.append(j)
-        break
-    return chosen
+        chosen.append(pick)
+        covered |= hits[:, column[candidates[pick][0]]]
+        if not wanted:
+            break
+    if support(covered) < 0.5 and majority:
+        return [candidates[majority[0]][0]]
+    return [candidates[c][0] for c in chosen]
+
+
+def join_names(names: Sequence[str]) -> str:
+    """``["Orders", "Billing", "Refunds"]`` -> ``"Orders, Billing & Refunds"``."""
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " & " + names[-1]
 
 
 def _length(display: str) -> int:
