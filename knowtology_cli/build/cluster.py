@@ -22,8 +22,8 @@ How a tree is made (see :func:`build_cluster_tree`):
    small to split gets one child.
 4. Names. Children are named by terms distinctive against their siblings (see :mod:`.terms`):
    unigrams, bigrams and heading phrases (title trail segments and file names), plural-folded, in
-   Title Case. Shares are weighted towards documents (a chunk counts ``1/sqrt(chunks of its
-   document)``), a term whose weight comes from one document of a mixed cluster is marked down,
+   Title Case. Shares are weighted towards documents (a chunk counts ``m ** -0.75`` for a
+   document of ``m`` chunks), a term whose weight comes from one document of a mixed cluster is marked down,
    and words found in 80% of the documents (the company's name) never name a category. A name
    must be found in at least half of the node (by that weighting); a mixed node gets ``A, B & C``
    from terms that together cover it. Names are unique among siblings, never made only of an
@@ -363,6 +363,7 @@ class _Namer:
     fitness: np.ndarray
     background: np.ndarray
     n_background: float
+    common: frozenset[str]
 
     @classmethod
     def create(cls, index: TermIndex, items: Sequence[ClusterItem], x: np.ndarray, doc_of: np.ndarray) -> _Namer:
@@ -372,14 +373,17 @@ class _Namer:
         blocked = corpus_wide_terms(index, doc_of)
         common = {next(iter(index.words[j])) for j in np.flatnonzero(blocked) if len(index.words[j]) == 1}
         fitness = index.fitness.copy()
+        long_common = [w for w in common if len(w) >= 5]
         for j, words in enumerate(index.words):
             if blocked[j] or words <= common:
                 fitness[j] = 0.0
             elif words & common:
                 fitness[j] *= 0.5
+            elif any(sum(len(c) for c in long_common if c in w) >= 0.8 * len(w) for w in words):
+                fitness[j] *= 0.3  # "northwindpantry" in a URL or a channel name
         weights = document_weights(doc_of)
         background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1, weights)[0]
-        return cls(index, items, x, doc_of, fitness, background, float(weights.sum()))
+        return cls(index, items, x, doc_of, fitness, background, float(weights.sum()), frozenset(common))
 
 
 def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
@@ -390,7 +394,7 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
     k = len(children)
     members = np.concatenate([c.members for c in children])
     labels = np.concatenate([np.full(len(c.members), i) for i, c in enumerate(children)])
-    # Each child weighs its documents by sqrt(chunks): shares count documents more than chunks.
+    # Each child weighs a document of m chunks as m ** 0.25: shares count documents more than chunks.
     weights = [document_weights(namer.doc_of[c.members]) for c in children]
     counts = term_counts(index, members, labels, k, np.concatenate(weights))
     present = term_counts(index, members, labels, k)
@@ -426,7 +430,7 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
         child.name = name
         child.path = f"{parent.path}/{name}" if parent.path else name
         skip = name_words(name)
-        terms = describe_terms(child.ranked, index, skip)
+        terms = describe_terms(child.ranked, index, skip, avoid=namer.common)
         child.description = _describe(child, terms, namer.items, namer.x)
     for child in children:
         _name_children(child, namer, [*ancestors, child.name])

@@ -597,16 +597,17 @@ def presence(index: TermIndex, members: np.ndarray, columns: Sequence[int]) -> n
 
 
 def document_weights(doc_of: np.ndarray) -> np.ndarray:
-    """Per-chunk weights ``1 / sqrt(chunks of its document among these rows)``.
+    """Per-chunk weights ``m ** -0.75`` for a document with ``m`` chunks among these rows.
 
-    Summed over a document they give ``sqrt(m)``: a document of 40 chunks (a ticket dump, a long
-    manual) counts for more than one of 4 chunks, but not ten times more, so a word that fills one
-    big document cannot outvote words found across many documents.
+    Summed over a document they give ``m ** 0.25``: a document of 40 chunks (a ticket dump, a long
+    manual) counts for more than one of 4 chunks, but only 1.8 times as much, so a word that fills
+    one big document cannot outvote words found across many documents, while one stray chunk
+    still counts for less than a document that sits wholly in the cluster.
     """
     if not len(doc_of):
         return np.zeros(0, dtype=np.float64)
     _, inverse, counts = np.unique(doc_of, return_inverse=True, return_counts=True)
-    return 1.0 / np.sqrt(counts[inverse].astype(np.float64))
+    return counts[inverse].astype(np.float64) ** -0.75
 
 
 def spread_factor(index: TermIndex, members: np.ndarray, doc_of: np.ndarray, row_weight: np.ndarray) -> np.ndarray:
@@ -812,14 +813,18 @@ def _length(display: str) -> int:
 
 
 def describe_terms(
-    ranked: list[tuple[int, float, float]], index: TermIndex, skip: set[str], limit: int = 4
+    ranked: list[tuple[int, float, float]],
+    index: TermIndex,
+    skip: set[str],
+    limit: int = 4,
+    avoid: set[str] | frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Lower-case display forms of the top terms, skipping words already said."""
+    """Lower-case display forms of the top terms, skipping words already said and terms with ``avoid`` words."""
     out: list[str] = []
     seen = _stems(skip)
     for j, _, _ in ranked:
         stems = _stems(index.words[j])
-        if stems <= seen:
+        if stems <= seen or index.words[j] & avoid:
             continue
         display = index.display[j]
         out.append(display if display.isupper() else display.lower())
