@@ -104,6 +104,7 @@ _VAGUE_NOUNS = frozenset(
     customer user person people team hour minute week month year reason case issue item thing info
     information detail request option service system process step level amount window result method
     approach problem question answer data value list group kind sort aspect area part side end
+    study effect evidence technique analysis role control function factor finding outcome
     """.split()
 )
 # Headings that say where you are in a document, not what it is about.
