@@ -7,8 +7,11 @@ stays close to exact. The figures behind the defaults are in ``docs/scaling.md``
 (``python -m knowtology_cli.bench.ann``).
 
 Rows added after the index was built are not lost: Lance searches them flat and merges them in,
-and ``optimize()`` folds them into the index; the index is retrained when the table has grown
-``RETRAIN_GROWTH`` times past the size it was trained on.
+and the store's index refresh (``optimize_indices``) folds them into the index; the index is
+retrained when the table has grown ``RETRAIN_GROWTH`` times past the size it was trained on.
+
+The index is built with the ``lance`` dataset API (``LanceDataset.create_index``) from the same
+parameters lancedb's index configs carry (`index_config` keeps those for benchmarks that use lancedb).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ VECTOR_INDEX_NAME = "vector_idx"
 VECTOR_INDEX_THRESHOLD = 50_000
 #: Retrain the index when the table has grown this many times past its training size.
 RETRAIN_GROWTH = 4.0
+#: lancedb's HNSW defaults (``lancedb.index.HnswSq``), passed explicitly since Lance's differ.
+HNSW_DEFAULTS: dict[str, int] = {"m": 20, "ef_construction": 300}
 #: Query-time knobs (measured at 100k and 1M rows, see docs/scaling.md).
 DEFAULT_INDEX_TYPE = "IVF_SQ"
 DEFAULT_NPROBES = 20
@@ -42,15 +47,35 @@ def index_params(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE
     return params
 
 
+SUPPORTED_INDEX_TYPES = ("IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ", "IVF_FLAT")
+
+
+def _check_index_type(index_type: str) -> None:
+    if index_type not in SUPPORTED_INDEX_TYPES:
+        raise ValueError(f"unsupported index type {index_type!r} (use {', '.join(SUPPORTED_INDEX_TYPES)})")
+
+
 def index_config(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE) -> Any:
-    """A ``lancedb.index`` config object for ``index_type`` (IVF_SQ, IVF_PQ, IVF_HNSW_SQ, IVF_FLAT)."""
+    """A ``lancedb.index`` config object for ``index_type`` (IVF_SQ, IVF_PQ, IVF_HNSW_SQ, IVF_FLAT).
+
+    Only for callers that build indexes through lancedb (benchmarks); the store uses `lance_index_args`.
+    """
     from lancedb import index
 
+    _check_index_type(index_type)
     classes = {"IVF_SQ": index.IvfSq, "IVF_PQ": index.IvfPq, "IVF_HNSW_SQ": index.HnswSq,
                "IVF_FLAT": index.IvfFlat}
-    if index_type not in classes:
-        raise ValueError(f"unsupported index type {index_type!r} (use {', '.join(classes)})")
     return classes[index_type](**index_params(rows, dimension, index_type))
+
+
+def lance_index_args(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE) -> dict[str, Any]:
+    """Keyword arguments of ``LanceDataset.create_index`` equal to `index_config`'s lancedb config."""
+    _check_index_type(index_type)
+    params = index_params(rows, dimension, index_type)
+    args: dict[str, Any] = {"index_type": index_type, "metric": params.pop("distance_type"), **params}
+    if index_type.startswith("IVF_HNSW"):
+        args.update(HNSW_DEFAULTS)
+    return args
 
 
 def _vector_indices(ds: Any, column: str = VECTOR_COLUMN) -> list[dict[str, Any]]:
@@ -85,28 +110,39 @@ def has_vector_index(ds: Any, column: str = VECTOR_COLUMN) -> bool:
 
 
 def maybe_create_vector_index(
-    table: Any,
+    target: Any,
     rows: int | None = None,
     *,
     threshold: int | None = None,
     index_type: str = DEFAULT_INDEX_TYPE,
 ) -> str | None:
-    """Create (or retrain) the vector index of a lancedb ``table`` once it has ``threshold`` rows
+    """Create (or retrain) the vector index once the table has ``threshold`` rows
     (default ``VECTOR_INDEX_THRESHOLD``).
 
-    Returns ``"created"``, ``"retrained"`` or None (nothing to do: small table, or an index that
-    ``table.optimize()`` keeps current).
+    Args:
+        target: A ``lance.LanceDataset`` (the store), or a lancedb table (benchmarks, which then see
+            the new index through ``checkout_latest``).
+        rows: The table's row count, when the caller already knows it.
+        threshold: Build only from this many rows.
+        index_type: One of `SUPPORTED_INDEX_TYPES`.
+
+    Returns:
+        ``"created"``, ``"retrained"`` or None (nothing to do: small table, or an index that the
+        store's ``optimize_indices`` keeps current).
     """
-    rows = table.count_rows() if rows is None else rows
+    rows = target.count_rows() if rows is None else rows
     if rows < (VECTOR_INDEX_THRESHOLD if threshold is None else threshold):
         return None
-    ds = table.to_lance()
+    lancedb_table = target if hasattr(target, "to_lance") else None
+    ds = lancedb_table.to_lance() if lancedb_table is not None else target
     info = vector_index_info(ds)
     if info is not None and info["indexed_rows"] * RETRAIN_GROWTH > rows:
         return None
     dimension = ds.schema.field(VECTOR_COLUMN).type.list_size
-    table.create_index(VECTOR_COLUMN, config=index_config(rows, dimension, index_type), replace=True,
-                       name=VECTOR_INDEX_NAME)
+    ds.create_index(VECTOR_COLUMN, name=VECTOR_INDEX_NAME, replace=True,
+                    **lance_index_args(rows, dimension, index_type))
+    if lancedb_table is not None:
+        lancedb_table.checkout_latest()
     return "created" if info is None else "retrained"
 
 

@@ -1,9 +1,16 @@
 """LanceVectorStore: one Lance table per collection (text + vector + full-text indexes).
 
-Writes go through ``lancedb`` (merge-insert upserts, index management); reads use the ``lance``
-dataset API directly, which imports in ~0.1 s where ``import lancedb`` costs ~1.5 s (most of it
-the generated REST-namespace client that local tables never use). ``kt grep`` and ``kt read``
-therefore never import lancedb.
+Reads and writes both go through the ``lance`` dataset API (merge-insert upserts, deletes, index
+upkeep, compaction), which imports in ~0.1 s where ``import lancedb`` costs ~2 s (most of it the
+generated REST-namespace client and pandas that local tables never use). No command of the local
+store imports lancedb. The on-disk layout is the one lancedb uses (``<uri>/<collection>.lance``,
+indexes ``title_idx``/``text_idx``/``vector_idx``), so ``lancedb.connect(uri).open_table(collection)``
+opens the same table, and stores written by earlier versions through lancedb keep working.
+
+Each upsert batch (and each delete of up to 1000 ids) is one Lance commit: an error or a kill leaves
+the table at the previous version or the next, never half a batch. Lance retries a commit that
+conflicts with a concurrent writer (``conflict_retries``), and a writer that loses the race to create
+the table merges into the winner's.
 
 What ``import lance`` still costs is mostly pyarrow; of that, ``pyarrow.dataset`` probes for pandas
 at module init (0.2 s when pandas is installed) although no read path converts to pandas. One-shot
@@ -14,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +49,8 @@ FTS_OPTIONS: dict[str, Any] = {
     "remove_stop_words": True,
     "ascii_folding": True,
 }
+#: Versions older than this are removed by the index refresh (lancedb's ``optimize()`` default).
+PRUNE_OLDER_THAN = timedelta(days=7)
 
 def sql_quote(value: str) -> str:
     """A SQL string literal for Lance filters (single quotes doubled)."""
@@ -69,17 +80,35 @@ def _schema(dimension: int) -> Any:
     )
 
 
-def _fts_columns(ds: Any) -> set[str]:
-    """Columns of ``ds`` that carry a full-text (inverted) index."""
+def _indices(ds: Any) -> list[dict[str, Any]]:
+    """``ds.list_indices()`` without its deprecation warning."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {
-            ix["fields"][0]
-            for ix in ds.list_indices()
-            if str(ix.get("type", "")).lower().startswith("inverted") and ix.get("fields")
-        }
+        return list(ds.list_indices())
+
+
+def _is_inverted(index: dict[str, Any]) -> bool:
+    return str(index.get("type", "")).lower().startswith("inverted") and bool(index.get("fields"))
+
+
+def _fts_columns(ds: Any) -> set[str]:
+    """Columns of ``ds`` that carry a full-text (inverted) index, whatever the index is named."""
+    return {ix["fields"][0] for ix in _indices(ds) if _is_inverted(ix)}
+
+
+def fts_index_name(column: str) -> str:
+    """The name lancedb gives a full-text index on ``column`` (kept so older stores stay valid)."""
+    return f"{column}_idx"
+
+
+def optimize_dataset(ds: Any) -> None:
+    """What lancedb's ``table.optimize()`` does, in its order: compact small fragments, remove
+    versions older than `PRUNE_OLDER_THAN`, then fold unindexed rows into every index."""
+    ds.optimize.compact_files()
+    ds.cleanup_old_versions(older_than=PRUNE_OLDER_THAN, delete_unverified=False)
+    ds.optimize.optimize_indices()
 
 
 def _chunk(row: dict[str, Any], with_text: bool = True) -> Chunk:
@@ -102,7 +131,6 @@ class LanceVectorStore(VectorStore):
     def __init__(self, uri: str | Path, *, storage_options: dict[str, str] | None = None) -> None:
         self.uri = str(uri)
         self.storage_options = storage_options or None
-        self._db: Any = None
         self._datasets: dict[str, Any] = {}
 
     # plumbing ----------------------------------------------------------------------------
@@ -139,22 +167,16 @@ class LanceVectorStore(VectorStore):
                 return None
             raise StoreError(f"cannot open vector table {collection!r}: {exc}") from exc
 
-    def _connect(self) -> Any:
-        if self._db is None:
-            import lancedb
+    def _table(self, collection: str) -> Any:
+        """A ``lancedb`` handle on the collection's table, or None.
 
-            if self._is_local():
-                Path(self.uri).mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(self.uri, storage_options=self.storage_options)
-        return self._db
-
-    def _table(self, collection: str, dimension: int | None = None) -> Any:
-        db = self._connect()
-        if collection in set(db.list_tables().tables if hasattr(db.list_tables(), "tables") else db.list_tables()):
-            return db.open_table(collection)
-        if dimension is None:
+        For benchmarks that drive lancedb directly; the store itself never calls it.
+        """
+        if not self._exists(collection):
             return None
-        return db.create_table(collection, schema=_schema(dimension))
+        import lancedb
+
+        return lancedb.connect(self.uri, storage_options=self.storage_options).open_table(collection)
 
     def _dimension(self, collection: str) -> int | None:
         ds = self._dataset(collection)
@@ -193,19 +215,34 @@ class LanceVectorStore(VectorStore):
             schema=_schema(dimension),
         )
         try:
-            table = self._table(collection, dimension)
-            if table.count_rows() == 0:
-                table.add(data)
-            else:
-                (
-                    table.merge_insert("chunk_id")
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .execute(data)
-                )
+            self._write(collection, data)
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot write vector table {collection!r}: {exc}") from exc
-        self._datasets.pop(collection, None)
+        finally:
+            self._datasets.pop(collection, None)
+
+    def _write(self, collection: str, data: Any) -> None:
+        """One commit: create the table with ``data``, append to an empty one, or merge-insert by id."""
+        lance = import_lance()
+
+        ds = self._dataset(collection)
+        if ds is None:
+            if self._is_local():
+                Path(self.uri).mkdir(parents=True, exist_ok=True)
+            try:
+                lance.write_dataset(data, self.table_uri(collection), schema=data.schema, mode="create",
+                                    storage_options=self.storage_options)
+                return
+            except OSError:  # another writer created it first: merge into theirs
+                self._datasets.pop(collection, None)
+                ds = self._dataset(collection)
+                if ds is None:
+                    raise
+        if ds.count_rows() == 0:
+            lance.write_dataset(data, self.table_uri(collection), schema=data.schema, mode="append",
+                                storage_options=self.storage_options)
+        else:
+            ds.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
     def indexes_stale(self, collection: str) -> bool:
         """True when a full-text index is missing or rows exist that no index covers yet
@@ -213,48 +250,56 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None:
             return False
-        import warnings
-
         fragments = {f.fragment_id for f in ds.get_fragments()}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            covered = {ix["fields"][0]: set(ix.get("fragment_ids") or ()) for ix in ds.list_indices()
-                       if str(ix.get("type", "")).lower().startswith("inverted") and ix.get("fields")}
+        covered = {ix["fields"][0]: set(ix.get("fragment_ids") or ()) for ix in _indices(ds) if _is_inverted(ix)}
         return any(column not in covered or not fragments <= covered[column] for column in FTS_COLUMNS)
 
     def refresh_indexes(self, collection: str) -> None:
-        """Create the full-text indexes, or fold new rows into them."""
-        table = self._table(collection)
-        if table is None:
+        """Create the full-text indexes, or fold new rows into them (and into the ANN index)."""
+        ds = self._dataset(collection)
+        if ds is None:
             return
-        from lancedb.index import FTS
+        from .ann import maybe_create_vector_index
 
-        names = {ix.name for ix in table.list_indices()}
+        had_indexes = bool(_indices(ds))
+        indexed = _fts_columns(ds)
         try:
             for column in FTS_COLUMNS:
-                if f"{column}_idx" not in names:
-                    table.create_index(column, config=FTS(**FTS_OPTIONS), replace=True)
-            from .ann import maybe_create_vector_index
-
-            maybe_create_vector_index(table)  # an ANN index once flat search gets slow (stores/ann.py)
-            if names:
-                table.optimize()
+                if column not in indexed:
+                    ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True,
+                                           **FTS_OPTIONS)
+            maybe_create_vector_index(ds)  # an ANN index once flat search gets slow (stores/ann.py)
+            if had_indexes:
+                optimize_dataset(ds)
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot index vector table {collection!r}: {exc}") from exc
-        self._datasets.pop(collection, None)
+        finally:
+            self._datasets.pop(collection, None)
 
     def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
-        if not chunk_ids or not self._exists(collection):
+        ds = self._dataset(collection) if chunk_ids else None
+        if ds is None:
             return
-        table = self._table(collection)
-        for start in range(0, len(chunk_ids), 1000):
-            table.delete(id_filter(chunk_ids[start : start + 1000]))
-        self._datasets.pop(collection, None)
+        try:
+            for start in range(0, len(chunk_ids), 1000):
+                ds.delete(id_filter(chunk_ids[start : start + 1000]))
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(f"cannot delete from vector table {collection!r}: {exc}") from exc
+        finally:
+            self._datasets.pop(collection, None)
 
     def drop(self, collection: str) -> None:
-        if self._exists(collection):
-            self._connect().drop_table(collection)
-        self._datasets.pop(collection, None)
+        try:
+            if self._is_local():
+                if Path(self.table_uri(collection)).exists():
+                    shutil.rmtree(self.table_uri(collection))
+            elif self._dataset(collection) is not None:
+                import_lance().LanceDataset.drop(self.table_uri(collection), storage_options=self.storage_options,
+                                                 ignore_not_found=True)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot drop vector table {collection!r}: {exc}") from exc
+        finally:
+            self._datasets.pop(collection, None)
 
     # reads --------------------------------------------------------------------------------
     def count(self, collection: str) -> int:
