@@ -339,3 +339,43 @@ def test_terms_fold_plurals_and_keep_acronyms() -> None:
     assert shown["refund policy"] == "Refund Policies"
     features = lsa_features(index, dim=4)
     assert features.shape[0] == 6 and np.allclose(np.linalg.norm(features, axis=1), 1.0, atol=1e-5)
+
+
+def _titled_items(docs: dict[str, tuple[str, int, list[str]]], extra: list[ClusterItem] = ()) -> list[ClusterItem]:
+    items = [
+        ClusterItem(f"{doc}-{i}", " ".join(words) + ".", title, doc, f"support/{doc}.md")
+        for doc, (title, count, words) in docs.items() for i in range(count)
+    ]
+    return items + list(extra)
+
+
+def test_a_node_of_few_documents_is_named_by_their_titles() -> None:
+    # Two short FAQs whose common word is an adjective ("warm"): the node says what the FAQs
+    # are about, in their own titles, not "Warm".
+    words = "warm delivery box liner door warm warm".split()
+    docs = {
+        "faq-damaged-deliveries": ("FAQ: Damaged Deliveries", 4, words + ["damaged", "photo"]),
+        "faq-melted-items": ("FAQ: Melted Items", 3, words + ["melted", "ice"]),
+    }
+    for topic in ("networking", "astronomy"):
+        for d in range(3):
+            docs[f"{topic}-{d}"] = (f"{topic.title()} Notes {d}", 4, TOPICS[topic][d * 5:d * 5 + 5] * 2)
+    items = _titled_items(docs)
+    reply = build_cluster_tree(items, _embed(items))
+    top = {c.path for c in reply.categories if "/" not in c.path}
+    assert "Damaged Deliveries & Melted Items" in top, top
+
+
+def test_a_node_of_records_from_one_file_is_named_by_the_file_and_the_records_topic() -> None:
+    # A ticket dump: one document, one title per record; "agent" is in every record and names nothing.
+    rng = random.Random(3)
+    items = []
+    for topic, vocab in TOPICS.items():
+        for i in range(12):
+            text = "Agent checked the account. " + " ".join(rng.choice(vocab) for _ in range(30))
+            title = f"{vocab[i % 3].title()} {rng.choice(vocab)} complaint"
+            items.append(ClusterItem(f"t-{topic}-{i}", text, title, "support-tickets", "support-tickets.jsonl"))
+    reply = build_cluster_tree(items, _embed(items))
+    top = [c.path for c in reply.categories if "/" not in c.path]
+    assert all(p.startswith("Support Tickets: ") for p in top), top
+    assert not [c.path for c in reply.categories if "agent" in c.path.lower()]

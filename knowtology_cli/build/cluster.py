@@ -26,7 +26,10 @@ How a tree is made (see :func:`build_cluster_tree`):
    document of ``m`` chunks), a term whose weight comes from one document of a mixed cluster is marked down,
    and words found in 80% of the documents (the company's name) never name a category. A name
    must be found in at least half of the node (by that weighting); a mixed node gets ``A, B & C``
-   from terms that together cover it. Names are unique among siblings, never made only of an
+   from terms that together cover it. A node made mostly of 1-3 documents is named by their short
+   titles or file names (``Damaged Deliveries``, ``API Rate Limits & Release Notes``; one
+   distinctive title term each when that runs long); a node mostly of records from one file
+   (a ticket dump) is ``File Name: Topic``, the topic from the records' titles. Names are unique among siblings, never made only of an
    ancestor's words, never contain ``/``. Descriptions list the next terms and the documents
    nearest the node's centre.
 """
@@ -44,6 +47,7 @@ from ..errors import BuildError
 from ..models import Assignment, Category, TreeReply
 from .snippets import make_snippet
 from .terms import (
+    PHRASE,
     TermIndex,
     build_term_index,
     corpus_wide_terms,
@@ -54,8 +58,12 @@ from .terms import (
     lsa_features,
     name_words,
     rank_terms,
+    short_titles,
     spread_factor,
     term_counts,
+    title_case,
+    title_words,
+    type_prefixes,
 )
 
 __all__ = [
@@ -75,6 +83,8 @@ _MAX_LEAF_K = 12
 _FIT_SAMPLE = 20000
 _SELECT_SAMPLE = 4000
 _FALLBACK_NAME = "General"
+# Title words that say what kind of document it is, not what it is about.
+_GENERIC_WORDS = frozenset("guide policy procedure overview standard notes faq handbook manual runbook".split())
 
 
 @dataclass(frozen=True)
@@ -364,6 +374,12 @@ class _Namer:
     background: np.ndarray
     n_background: float
     common: frozenset[str]
+    source_of: np.ndarray
+    prefixes: frozenset[str]
+    column: dict[str, int]
+    records: dict[int, tuple[str, frozenset[str]]]
+    record_doc: np.ndarray
+    _sources: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
 
     @classmethod
     def create(cls, index: TermIndex, items: Sequence[ClusterItem], x: np.ndarray, doc_of: np.ndarray) -> _Namer:
@@ -383,7 +399,172 @@ class _Namer:
                 fitness[j] *= 0.3  # "northwindpantry" in a URL or a channel name
         weights = document_weights(doc_of)
         background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1, weights)[0]
-        return cls(index, items, x, doc_of, fitness, background, float(weights.sum()), frozenset(common))
+        titles = [_doc_title(item) for item in items]
+        prefixes = type_prefixes(titles)
+        # A file of records (support tickets, a mail export) is one document whose chunks each
+        # carry their own title: each record is a source of its own when telling what a node holds.
+        rows_of: dict[int, list[int]] = {}
+        for i, d in enumerate(doc_of.tolist()):
+            rows_of.setdefault(d, []).append(i)
+        records: dict[int, tuple[str, frozenset[str]]] = {}
+        record_doc = np.full(n, -1, dtype=np.int64)
+        source_keys: list[tuple[int, str]] = [(d, "") for d in doc_of.tolist()]
+        for d, rows in rows_of.items():
+            if len(rows) < 5 or len({titles[r] for r in rows}) < 0.8 * len(rows):
+                continue
+            item = items[rows[0]]
+            label = short_titles("", item.file_name or item.doc_id, prefixes)
+            # Words in most of the records ("agent", "customer") say what kind of record it is.
+            entries = index.entries_of(np.asarray(rows, dtype=np.int64))
+            df = np.bincount(index.indices[entries], minlength=index.n_terms)
+            frequent = frozenset(
+                next(iter(index.words[j])) for j in np.flatnonzero(df >= 0.4 * len(rows)) if len(index.words[j]) == 1
+            )
+            records[d] = (_phrase_display(label[0], index) if label else "", frequent)
+            record_doc[rows] = d
+            for r in rows:
+                source_keys[r] = (d, titles[r])
+        codes = {key: code for code, key in enumerate(dict.fromkeys(source_keys))}
+        source_of = np.asarray([codes[key] for key in source_keys], dtype=np.int64)
+        column = {t: j for j, t in enumerate(index.terms)}
+        return cls(index, items, x, doc_of, fitness, background, float(weights.sum()), frozenset(common),
+                   source_of, prefixes, column, records, record_doc)
+
+    def source_names(self, source: int) -> tuple[list[str], list[str]]:
+        """Short names a source already has (title, then file name) and the words of its title."""
+        if source not in self._sources:
+            rows = np.flatnonzero(self.source_of == source)
+            titles = [_doc_title(self.items[int(r)]) for r in rows]
+            title, count = max(((t, titles.count(t)) for t in set(titles)), key=lambda tc: (tc[1], tc[0]))
+            if count < 0.5 * len(rows):
+                title = ""  # chunks without a shared title
+            file_name = self.items[int(rows[0])].file_name
+            names = [
+                _phrase_display((key, surface), self.index, self.column)
+                for key, surface in short_titles(title, file_name, self.prefixes)
+            ]
+            names = [nm for nm in names if not name_words(nm) & self.common]
+            self._sources[source] = (names, title_words(title, file_name, self.prefixes))
+        return self._sources[source]
+
+
+def _phrase_display(phrase: tuple[str, str], index: TermIndex, column: dict[str, int] | None = None) -> str:
+    """The index's display form of a heading phrase, else its surface in Title Case."""
+    key, surface = phrase
+    j = (column or {t: c for c, t in enumerate(index.terms)}).get(key)
+    return index.display[j] if j is not None else title_case(surface)
+
+
+def _records_name(
+    node: _Node, namer: _Namer, rank: list[tuple[int, float, float]], banned: set[str], banned_words: set[str],
+    weight: np.ndarray,
+) -> str | None:
+    """``Support Tickets: Refunds`` for a node mostly made of records from one file, else None.
+
+    The file's name says what kind of chunks these are; the topic comes from the records' own
+    terms, leaving out words found in most of the file's records (``agent``, ``customer``).
+    """
+    docs = namer.record_doc[node.members]
+    docs = docs[docs >= 0]
+    if not len(docs):
+        return None
+    values, counts = np.unique(docs, return_counts=True)
+    if counts.max() < 0.5 * len(node.members):
+        return None
+    label, frequent = namer.records[int(values[np.argmax(counts)])]
+    prefix = "" if not label or name_words(label) <= banned_words else label
+    skip = banned_words | frequent | name_words(label)
+    rows = node.members[namer.record_doc[node.members] >= 0]
+    titles = build_term_index([namer.items[int(r)].title for r in rows], [""] * len(rows))
+    index = namer.index
+    scored: list[tuple[float, int]] = []
+    present = np.bincount(titles.indices, minlength=titles.n_terms)
+    for t, key in enumerate(titles.terms):
+        j = namer.column.get(key)
+        if j is None or present[t] < max(2, 0.15 * len(rows)) or index.words[j] <= skip:
+            continue
+        value = present[t] * namer.fitness[j] * (1.2 if " " in key else 1.0)
+        if value > 0 and index.display[j].lower() not in banned:
+            scored.append((value, j))
+    scored.sort(key=lambda vj: (-vj[0], index.terms[vj[1]]))
+    chosen: list[int] = []
+    for value, j in scored:
+        if len(chosen) == 2 or (chosen and value < 0.5 * scored[0][0]):
+            break
+        if any(index.words[j] & index.words[c] or index.words[j] > index.words[c] for c in chosen):
+            continue
+        chosen.append(j)
+    if not chosen:
+        chosen = label_terms(rank, index, banned=banned, banned_words=skip, members=node.members, row_weight=weight)[:1]
+    topic = join_names([index.display[j] for j in chosen])
+    name = f"{prefix}: {topic}" if prefix and topic else topic or prefix
+    return name if name and name.lower() not in banned else None
+
+
+def _title_name(
+    node: _Node, namer: _Namer, rank: list[tuple[int, float, float]], banned: set[str], banned_words: set[str],
+    shorten: bool = True,
+) -> str | None:
+    """A name from the titles of the 1-3 documents that make up most of ``node``, else None.
+
+    ``Missing Items``; ``Late Deliveries & Missing Items``; when the joined titles run over five
+    words, each document gives its most distinctive title term (``Severity & Escalation``).
+    """
+    members = node.members
+    n = len(members)
+    sources, counts = np.unique(namer.source_of[members], return_counts=True)
+    order = np.lexsort((sources, -counts))
+    main = [int(sources[o]) for o in order if counts[o] >= max(2, 0.15 * n)]
+    # Stray single chunks (a ticket, a paragraph of another policy) do not count against the titles.
+    if not 1 <= len(main) <= 3 or sum(int(counts[sources == s][0]) for s in main) < 0.5 * n:
+        return None
+    if any(namer.record_doc[members[namer.source_of[members] == s][0]] >= 0 for s in main):
+        return None
+    named = [namer.source_names(s) for s in main]
+    if all(names for names, _ in named):
+        options = [sorted(names, key=lambda nm: (len(nm.split()) > 3, names.index(nm))) for names, _ in named]
+        for attempt in range(2):
+            picks = [opts[min(attempt, len(opts) - 1)] for opts in options]
+            if attempt:
+                picks = [min(opts, key=lambda nm: (len(nm.split()), opts.index(nm))) for opts in options]
+            name = join_names(picks)
+            if len(picks) > 1 and any(w.lower() in ("and", "or", "&") for p in picks for w in p.split()):
+                continue  # "Food Safety and Recalls & Allergens" reads as three things
+            if (
+                sum(len(p.split()) - sum(w.lower() in ("and", "or", "of", "the", "for", "&") for w in p.split())
+                    for p in picks) <= 5
+                and name.lower() not in banned
+                and len({p.lower() for p in picks}) == len(picks)
+            ):
+                return name
+    if len(main) == 1 or not shorten:
+        return None
+    # Too long together: each document's two-word title, else its most distinctive title term.
+    index = namer.index
+    picked: list[str] = []
+    stems: set[str] = set()
+    for names, words in named:
+        brief = [nm for nm in names if len(nm.split()) == 2 and not name_words(nm) <= banned_words]
+        if brief and not {w[:5] for w in name_words(brief[0])} & stems:
+            picked.append(brief[0])
+            stems |= {w[:5] for w in name_words(brief[0])}
+            continue
+        allowed = set(words) - _GENERIC_WORDS
+        fits = [
+            (j, score) for j, score, _ in rank
+            if len(index.words[j]) <= 2 and not index.terms[j].startswith(PHRASE)
+            and index.words[j] <= allowed and namer.fitness[j] >= (0.6 if len(index.words[j]) == 2 else 0.9)
+            and not {w[:5] for w in index.words[j]} & stems
+        ]
+        if not fits:
+            return None
+        best, top = fits[0]
+        # A two-word term ("Cold Chain", "Driver App") says more than its best word alone.
+        best = next((j for j, score in fits if len(index.words[j]) == 2 and score >= 0.5 * top), best)
+        picked.append(index.display[best])
+        stems |= {w[:5] for w in index.words[best]}
+    name = join_names(picked)
+    return name if name.lower() not in banned else None
 
 
 def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
@@ -400,23 +581,33 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
     present = term_counts(index, members, labels, k)
     total = counts.sum(axis=0)
     sizes = np.asarray([float(w.sum()) for w in weights])
+    longer: list[list[tuple[int, float, float]]] = []
     for i, child in enumerate(children):
         outside, n_outside = (total - counts[i], float(sizes.sum() - sizes[i])) if k > 1 else (total, 0.0)
-        child.ranked = rank_terms(
+        longer.append(rank_terms(
             counts[i], float(sizes[i]), outside, n_outside, namer.background, namer.n_background,
             fitness=namer.fitness * spread_factor(index, child.members, namer.doc_of, weights[i]),
-            present=present[i], n_present=len(child.members),
-        )
+            present=present[i], n_present=len(child.members), limit=60,
+        ))
+        child.ranked = longer[-1][:12]
 
     taken = {a.lower() for a in ancestors}
     banned_words = {w for a in ancestors for w in name_words(a)}
     used: set[str] = set()
-    for child, weight in zip(children, weights, strict=True):  # already largest first
+    for child, weight, rank in zip(children, weights, longer, strict=True):  # already largest first
         chosen = label_terms(
             child.ranked, index, banned=taken | used, banned_words=banned_words,
             members=child.members, row_weight=weight,
         )
-        if chosen:
+        special = _records_name(child, namer, rank, taken | used, banned_words, weight)
+        if special is None:
+            # The titles of the few documents a node holds are names people wrote ("Warm" -> "Damaged Deliveries").
+            weak = all(" " not in index.terms[j] or index.fitness[j] < 0.9 for j in chosen)
+            special = _title_name(child, namer, rank, taken | used, banned_words, shorten=weak)
+        if special:
+            name = special
+            used.add(name.lower())
+        elif chosen:
             name = join_names([index.display[j] for j in chosen])
             used.update(index.display[j].lower() for j in chosen)
         else:

@@ -33,7 +33,10 @@ __all__ = [
     "name_words",
     "presence",
     "rank_terms",
+    "short_titles",
     "term_counts",
+    "title_words",
+    "type_prefixes",
 ]
 
 # English function words plus words too generic to name a category ("use", "following", "page").
@@ -94,6 +97,7 @@ _WEAK_WORDS = frozenset(
     normal regular typical common whole short long quick fast slow easy hard small large big
     local global internal external public private current previous next recent former latest
     different similar certain particular various other relevant appropriate potential original
+    warm cold hot cool wet dry new fresh broken damaged missing late early
     monday tuesday wednesday thursday friday saturday sunday january february march april june
     july august september october november december today tomorrow yesterday
     """.split()
@@ -274,6 +278,64 @@ def _heading_phrases(title: str, source: str, stats: _Stats) -> set[str]:
         found.add(key)
         stats.pairs[key, segment] += 1
     return found
+
+
+def type_prefixes(titles: Sequence[str]) -> frozenset[str]:
+    """Title prefixes that say what kind of document it is (``FAQ:``, ``Runbook:``), lower-cased.
+
+    A one-word prefix before a colon, or one that starts the titles of 3 or more documents.
+    """
+    seen: Counter[str] = Counter()
+    for title in set(titles):
+        head, colon, rest = title.partition(":")
+        if colon and rest.strip() and len(head) <= 30:
+            seen[head.strip().lower()] += 1
+    return frozenset(p for p, c in seen.items() if c >= 3 or len(p.split()) == 1) | _GENERIC_HEADINGS
+
+
+def _strip_prefix(title: str, prefixes: frozenset[str]) -> str:
+    head, colon, rest = title.partition(":")
+    return rest.strip() if colon and head.strip().lower() in prefixes and rest.strip() else title.strip()
+
+
+def _file_words(source: str) -> list[str]:
+    """Words of a file name's stem, generic leading words dropped (``faq-account-lockout.md`` -> account lockout)."""
+    match = _FILE_NAME.match(source.replace("\\", "/").rsplit("/", 1)[-1].strip())
+    if not match:
+        return []
+    words = _DATE_PREFIX.sub("", match.group(1)).replace("-", " ").replace("_", " ").split()
+    while words and words[0].lower() in _GENERIC_HEADINGS:
+        words.pop(0)
+    return words
+
+
+def short_titles(title: str, source: str, prefixes: frozenset[str]) -> list[tuple[str, str]]:
+    """Names a document already has, as ``(phrase key, surface)``: its title, then its file name.
+
+    Only short ones qualify (1-3 content words, at most 4 words, 40 characters); a kind-of-document
+    prefix (``FAQ: Missing Items``, see :func:`type_prefixes`) is dropped first.
+    """
+    out: list[tuple[str, str]] = []
+    for raw in (_strip_prefix(title, prefixes), " ".join(_file_words(source))):
+        segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—") if raw else ""
+        if not segment or len(segment) > 40 or segment.lower() in _GENERIC_HEADINGS:
+            continue
+        tokens = [t for phrase in _tokens(segment) for t in phrase]
+        content = [key for key, _ in tokens if key]
+        if 1 <= len(content) <= 3 and len(tokens) <= 4:
+            key = PHRASE + " ".join(content)
+            if all(key != k for k, _ in out):
+                out.append((key, segment))
+    return out
+
+
+def title_words(title: str, source: str, prefixes: frozenset[str]) -> list[str]:
+    """Folded content words of a document's title and file name, in order, without repeats."""
+    words: list[str] = []
+    for raw in (_strip_prefix(title, prefixes), " ".join(_file_words(source))):
+        for phrase in _tokens(clean_markdown(raw)):
+            words.extend(key for key, _ in phrase if key and key not in words)
+    return words
 
 
 def _name_fitness(term: str, stats: _Stats) -> float:
