@@ -379,3 +379,29 @@ def test_a_node_of_records_from_one_file_is_named_by_the_file_and_the_records_to
     top = [c.path for c in reply.categories if "/" not in c.path]
     assert all(p.startswith("Support Tickets: ") for p in top), top
     assert not [c.path for c in reply.categories if "agent" in c.path.lower()]
+
+
+def test_a_parent_whose_only_common_word_is_weak_is_named_from_its_children() -> None:
+    # Three kinds of van documents: "van" is in every chunk and is all they share; the parent
+    # says what its children hold ("Cold Chain & Driver App"), not "Van".
+    rng = random.Random(5)
+    docs: dict[str, tuple[str, int, list[str]]] = {}
+    for doc, head, own in [
+        ("cold-chain", "Cold Chain", "freezer chiller temperature probe ice pack".split()),
+        ("damaged", "Damaged Deliveries", "crushed broken photo bruised dented claim".split()),
+        ("driver-app", "Driver App", "login route scan barcode sync offline".split()),
+    ]:
+        for i, suffix in enumerate(("Checks", "Basics", "Questions", "Tips")):
+            text = " ".join(f"van {w}" for w in [*head.lower().split(), *rng.sample(own, 4)])
+            docs[f"{doc}-{i}"] = (f"{head} {suffix}", 2, text.split())
+    for topic in ("networking", "astronomy"):
+        for d in range(6):
+            docs[f"{topic}-{d}"] = (f"{topic.title()} Notes {d}", 3, rng.sample(TOPICS[topic], 12))
+    items = _titled_items(docs)
+    reply = build_cluster_tree(items, _embed(items))
+    _check_shape(reply, items)
+    van = {a.path.split("/")[0] for a in reply.assignments if a.chunk_id.startswith(("cold", "damaged", "driver"))}
+    assert len(van) == 1, van
+    (name,) = van
+    assert name.lower() != "van" and "Cold Chain" in name and "Driver App" in name, name
+    assert len(name) <= 40 and "/" not in name

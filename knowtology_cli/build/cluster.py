@@ -53,10 +53,12 @@ from .terms import (
     corpus_wide_terms,
     describe_terms,
     document_weights,
+    fold_plural,
     join_names,
     label_terms,
     lsa_features,
     name_words,
+    presence,
     rank_terms,
     short_titles,
     spread_factor,
@@ -107,6 +109,10 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
     ranked: list[tuple[int, float, float]] = field(default_factory=list)
     description: str = ""
+    kind: str = ""  # how the name was made: "terms", "title", "records" or "fallback"
+    support: float = 1.0  # weighted share of the members holding the name's best term
+    supports: list[float] = field(default_factory=list)  # and of each of its terms
+    terms: list[int] = field(default_factory=list)  # the term columns of a "terms" name
 
 
 # --------------------------------------------------------------------------- k-means
@@ -457,7 +463,7 @@ def _phrase_display(phrase: tuple[str, str], index: TermIndex, column: dict[str,
 
 def _records_name(
     node: _Node, namer: _Namer, rank: list[tuple[int, float, float]], banned: set[str], banned_words: set[str],
-    weight: np.ndarray,
+    weight: np.ndarray, ancestors: Sequence[str] = (),
 ) -> str | None:
     """``Support Tickets: Refunds`` for a node mostly made of records from one file, else None.
 
@@ -473,7 +479,10 @@ def _records_name(
         return None
     label, frequent = namer.records[int(values[np.argmax(counts)])]
     prefix = "" if not label or name_words(label) <= banned_words else label
-    skip = banned_words | frequent | name_words(label)
+    # A word of a higher category may still be the topic of the records when none of the
+    # ancestors names these records ("Support Tickets: Refunds" under "Refunds & Charge").
+    said = set().union(*(name_words(a) for a in ancestors if ":" in a)) if prefix else banned_words
+    skip = said | frequent | name_words(label)
     rows = node.members[namer.record_doc[node.members] >= 0]
     titles = build_term_index([namer.items[int(r)].title for r in rows], [""] * len(rows))
     index = namer.index
@@ -599,7 +608,8 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
             child.ranked, index, banned=taken | used, banned_words=banned_words,
             members=child.members, row_weight=weight,
         )
-        special = _records_name(child, namer, rank, taken | used, banned_words, weight)
+        special = _records_name(child, namer, rank, taken | used, banned_words, weight, ancestors)
+        child.kind = "records" if special else ""
         if special is None:
             # The titles of the few documents a node holds are names people wrote ("Warm" -> "Damaged Deliveries").
             weak = all(" " not in index.terms[j] or index.fitness[j] < 0.9 for j in chosen)
@@ -607,11 +617,20 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
         if special:
             name = special
             used.add(name.lower())
+            child.kind = child.kind or "title"
         elif chosen:
             name = join_names([index.display[j] for j in chosen])
             used.update(index.display[j].lower() for j in chosen)
+            child.kind = "terms"
+            hits = presence(index, child.members, chosen)
+            share = weight / max(float(weight.sum()), 1e-12)
+            child.supports = [float(share @ hits[:, c]) for c in range(len(chosen))]
+            child.terms = list(chosen)
+            child.support = max(child.supports)
         else:
             name = _fallback_name(child, namer.items)
+            child.kind = "fallback"
+            child.support = 0.0
         name = _clean_name(name)
         base, suffix = name, 2
         while name.lower() in taken:
@@ -625,6 +644,133 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
         child.description = _describe(child, terms, namer.items, namer.x)
     for child in children:
         _name_children(child, namer, [*ancestors, child.name])
+
+
+_JOINS = re.compile(r"\s*(?:,|&)\s*")
+
+
+def _child_head(child: _Node, namer: _Namer, short: bool) -> str:
+    """The shortest phrase of a child's name that still says what most of it holds.
+
+    ``Cold Chain Handling`` -> ``Cold Chain``; ``Driver App Guide`` -> ``Driver App``; of a joined
+    name (``Food Safety & Dietary Information``) the part most of the child holds; with ``short``,
+    one word where one will do.
+    """
+    name = child.name.split(":", 1)[-1].strip()
+    parts = [p.strip() for p in _JOINS.split(name) if p.strip()]
+    index = namer.index
+    weight = document_weights(namer.doc_of[child.members])
+    weight = weight / max(float(weight.sum()), 1e-12)
+    options: list[tuple[int, str, int]] = []  # (term column, surface, words)
+    order: list[tuple[int, int]] = []  # where each option starts in the name
+    for p, part in enumerate(parts):
+        words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
+        for size in (1, 2):
+            for start in range(len(words) - size + 1):
+                seq = words[start:start + size]
+                if any(w.lower() in _GENERIC_WORDS or w.lower() in ("and", "or", "of", "the", "for") for w in seq):
+                    continue
+                j = namer.column.get(" ".join(fold_plural(w.lower()) for w in seq))
+                if j is None or index.words[j] & namer.common:
+                    continue
+                if namer.fitness[j] >= (0.6 if size == 2 else 0.7):
+                    options.append((j, " ".join(w[:1].upper() + w[1:] for w in seq), size))
+                    order.append((p, start))
+    if not options:
+        return parts[0] if parts else name
+    hits = presence(index, child.members, [j for j, _, _ in options])
+    value = [float(weight @ hits[:, c]) for c in range(len(options))]
+    # Of the phrases about as well supported as the best, the first in the name: its head
+    # ("Cold Chain Handling" -> "Cold Chain", not "Chain Handling").
+    top = max(value)
+    head = min((c for c in range(len(options)) if value[c] >= 0.5 * top), key=lambda c: (order[c], -options[c][2]))
+    if short and options[head][2] > 1:
+        # The first word of a compound, if it reads as a name on its own ("Driver App" -> "Driver");
+        # "Cold Chain" stays whole.
+        first = options[head][1].split()[0]
+        words = [c for c in range(len(options)) if options[c][2] == 1 and options[c][1] == first
+                 and namer.fitness[options[c][0]] >= 0.9]
+        if words:
+            return options[words[0]][1]
+    return options[head][1]
+
+
+def _weak_parent_name(node: _Node, namer: _Namer) -> bool:
+    """A parent named by terms most of it lacks, by one word none of its children says, or by a
+    term that reads less well as a name and covers under 40% of it (``Refunds & Charge``)."""
+    if node.kind == "fallback":
+        return True
+    if node.kind != "terms":
+        return False
+    if node.support < 0.5:
+        return True
+    if any(namer.index.fitness[j] < 1.0 and share < 0.4 for j, share in zip(node.terms, node.supports, strict=True)):
+        return True
+    word = next(iter(name_words(node.name)), "")
+    return len(name_words(node.name)) == 1 and not any(
+        word in w for c in node.children for w in name_words(c.name)  # "Phage" > "Bacteriophages"
+    )
+
+
+def _name_from_children(node: _Node, namer: _Namer, banned: set[str]) -> str | None:
+    """``Cold Chain, Damaged Deliveries & Driver App``: heads of the 2-3 largest children covering most of ``node``."""
+    n = len(node.members)
+    picked = [
+        c for c in node.children  # largest first
+        if c.kind in ("title", "records", "children") or (
+            c.kind == "terms" and c.support >= 0.75 and all(namer.fitness[j] >= 0.9 for j in c.terms)
+            and any(len(namer.index.words[j]) > 1 for j in c.terms)
+        )  # children with names that say what they are
+    ][:3]
+    while len(picked) >= 2:
+        if sum(len(c.members) for c in picked) < 0.55 * n:
+            return None
+        full = [_child_head(c, namer, False) for c in picked]
+        brief = [_child_head(c, namer, True) for c in picked]
+        heads = list(full)
+        while True:
+            kept: list[str] = []
+            stems: set[str] = set()
+            for head in heads:
+                found = {w[:5] for w in name_words(head)}
+                if not found & stems:
+                    kept.append(head)
+                    stems |= found
+            name = join_names(kept)
+            if len(kept) >= 2 and len(name) <= 40 and sum(len(h.split()) for h in kept) <= 5:
+                if name.lower() in banned or any(name.lower() == c.name.lower() for c in node.children):
+                    return None
+                return name
+            # Too long: the longest head, the smallest child's first, gives way to one word.
+            longer = [i for i in range(len(heads)) if heads[i] != brief[i]]
+            if not longer:
+                break
+            i = max(longer, key=lambda i: (len(heads[i].split()), i))
+            heads[i] = brief[i]
+        picked = picked[:-1]
+    return None
+
+
+def _rename_parents(node: _Node, namer: _Namer, ancestors: list[str]) -> None:
+    """Bottom-up: a parent with a weak name of its own is named from its children."""
+    for child in node.children:
+        _rename_parents(child, namer, [*ancestors, child.name] if node.children else ancestors)
+    for child in node.children:
+        if not child.children or not _weak_parent_name(child, namer):
+            continue
+        banned = {a.lower() for a in ancestors} | {c.name.lower() for c in node.children if c is not child}
+        name = _name_from_children(child, namer, banned)
+        if name:
+            child.name = _clean_name(name)
+            child.kind = "children"
+            terms = describe_terms(child.ranked, namer.index, name_words(child.name), avoid=namer.common)
+            child.description = _describe(child, terms, namer.items, namer.x)
+
+
+def _set_paths(node: _Node) -> None:
+    for child in node.children:
+        child.path = f"{node.path}/{child.name}" if node.path else child.name
+        _set_paths(child)
 
 
 def _doc_title(item: ClusterItem) -> str:
@@ -726,7 +872,10 @@ def build_cluster_tree(
     doc_of = np.asarray([doc_codes[key] for key in keys], dtype=np.int64)
     _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0])
 
-    _name_children(root, _Namer.create(index, items, x, doc_of), [])
+    namer = _Namer.create(index, items, x, doc_of)
+    _name_children(root, namer, [])
+    _rename_parents(root, namer, [])
+    _set_paths(root)
 
     categories: list[Category] = []
     leaf_of = np.empty(n, dtype=object)
