@@ -241,3 +241,37 @@ def test_a_writer_that_loses_the_create_race_merges_into_the_table(tmp_path: Pat
     monkeypatch.undo()
     assert len(calls) == 3 and first.count(COLLECTION) == 15
     assert first._dataset(COLLECTION).version == 2
+
+
+def test_ctrl_c_during_a_write_lets_the_commit_finish_then_interrupts(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    store = LanceVectorStore(tmp_path)
+    write = store._write
+
+    def interrupted_write(collection: str, data) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # lands while the Lance call runs
+        write(collection, data)
+
+    monkeypatch.setattr(store, "_write", interrupted_write)
+    with pytest.raises(KeyboardInterrupt):
+        store.upsert(COLLECTION, _chunks(0, 10), _vectors(10))
+    assert store.count(COLLECTION) == 10 and store._dataset(COLLECTION).version == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_interrupts_at_once() -> None:
+    import os
+    import signal
+
+    from knowtology_cli.stores.lance import deferred_interrupt
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("after first")
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("after second")
+    assert reached == ["after first"]

@@ -22,7 +22,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +104,34 @@ def _fts_columns(ds: Any) -> set[str]:
 def fts_index_name(column: str) -> str:
     """The name lancedb gives a full-text index on ``column`` (kept so older stores stay valid)."""
     return f"{column}_idx"
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold a first Ctrl-C until the enclosed Lance call returns, then raise ``KeyboardInterrupt``.
+
+    Lance runs a commit on its own worker threads; interrupted mid-call, the process can abort at exit
+    ("terminate called without an active exception") when a worker is still running as Python shuts
+    down. Deferring lets the call finish (the commit lands whole or not at all), so Ctrl-C still exits
+    130 cleanly between commits. A second Ctrl-C interrupts at once. Only in the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if pending:
+            raise KeyboardInterrupt
+        pending.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def optimize_dataset(ds: Any) -> None:
@@ -215,7 +246,8 @@ class LanceVectorStore(VectorStore):
             schema=_schema(dimension),
         )
         try:
-            self._write(collection, data)
+            with deferred_interrupt():
+                self._write(collection, data)
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot write vector table {collection!r}: {exc}") from exc
         finally:
@@ -264,13 +296,14 @@ class LanceVectorStore(VectorStore):
         had_indexes = bool(_indices(ds))
         indexed = _fts_columns(ds)
         try:
-            for column in FTS_COLUMNS:
-                if column not in indexed:
-                    ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True,
-                                           **FTS_OPTIONS)
-            maybe_create_vector_index(ds)  # an ANN index once flat search gets slow (stores/ann.py)
-            if had_indexes:
-                optimize_dataset(ds)
+            with deferred_interrupt():
+                for column in FTS_COLUMNS:
+                    if column not in indexed:
+                        ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True,
+                                               **FTS_OPTIONS)
+                maybe_create_vector_index(ds)  # an ANN index once flat search gets slow (stores/ann.py)
+                if had_indexes:
+                    optimize_dataset(ds)
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot index vector table {collection!r}: {exc}") from exc
         finally:
@@ -282,7 +315,8 @@ class LanceVectorStore(VectorStore):
             return
         try:
             for start in range(0, len(chunk_ids), 1000):
-                ds.delete(id_filter(chunk_ids[start : start + 1000]))
+                with deferred_interrupt():
+                    ds.delete(id_filter(chunk_ids[start : start + 1000]))
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot delete from vector table {collection!r}: {exc}") from exc
         finally:
