@@ -36,8 +36,9 @@ def test_sigkill_trials_leave_a_consistent_store_and_rerun_completes(workspace, 
 
 def test_sigint_exits_130_with_a_message(workspace) -> None:
     store = workspace.fresh_store("sigint")
-    outcome = stress.run_and_kill(["ingest", str(workspace.v1), "--embedder", "hash", "--store", str(store)], 1.2,
-                                  sig=signal.SIGINT)
+    # Ctrl-C as soon as the store exists: the command is then past start-up, in the middle of its work
+    outcome = stress.run_and_kill(["ingest", str(workspace.v1), "--embedder", "hash", "--store", str(store)], 60,
+                                  sig=signal.SIGINT, when=lambda: (store / "tree.db").exists())
     assert outcome.killed
     assert outcome.returncode in (130, -signal.SIGINT), outcome.stderr
     assert "Interrupted" in outcome.stderr and "Traceback" not in outcome.stderr

@@ -115,14 +115,25 @@ class Killed:
 
 
 def run_and_kill(args: list[str], kill_at: float, *, sig: int = signal.SIGKILL,
-                 env: dict[str, str] | None = None, timeout: float = 600) -> Killed:
-    """Start ``kt args`` and send ``sig`` after ``kill_at`` seconds (unless it finished first)."""
+                 env: dict[str, str] | None = None, timeout: float = 600,
+                 when: Callable[[], bool] | None = None) -> Killed:
+    """Start ``kt args`` and send ``sig`` after ``kill_at`` seconds (unless it finished first).
+
+    With ``when``, the signal goes as soon as ``when()`` is true instead (polled every 5 ms;
+    ``kill_at`` is then the longest wait), e.g. once the command has visibly started writing.
+    """
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen([*KT, *args], stdout=out, stderr=err, env=env or kt_env(), start_new_session=True)
         killed = False
         try:
-            proc.wait(timeout=kill_at)
+            if when is None:
+                proc.wait(timeout=kill_at)
+            else:
+                while proc.poll() is None:
+                    if when() or time.monotonic() - started > kill_at:
+                        raise subprocess.TimeoutExpired(proc.args, kill_at)
+                    time.sleep(0.005)
         except subprocess.TimeoutExpired:
             proc.send_signal(sig)
             killed = True
