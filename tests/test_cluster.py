@@ -405,3 +405,20 @@ def test_a_parent_whose_only_common_word_is_weak_is_named_from_its_children() ->
     (name,) = van
     assert name.lower() != "van" and "Cold Chain" in name and "Driver App" in name, name
     assert len(name) <= 40 and "/" not in name
+
+
+def test_examples_name_titled_documents_not_the_file_of_untitled_records() -> None:
+    """Most chunks untitled and piped from one source ("stdin"): the e.g. list shows real titles."""
+    items, _ = _corpus(per_topic=12)
+    items = [ClusterItem(chunk_id=it.chunk_id, text=it.text, title=it.title if n % 4 == 0 else "",
+                         doc_id=f"rec-{n}", file_name="stdin") for n, it in enumerate(items)]
+    reply = build_cluster_tree(items, _embed(items))
+    titled = {it.title for it in items if it.title}
+    with_examples = 0
+    for category in reply.categories:
+        assert "stdin" not in category.description, category.description
+        if " — e.g. " in category.description:
+            with_examples += 1
+            examples = category.description.split(" — e.g. ", 1)[1].split("; ")
+            assert all(any(t.startswith(e.rstrip("…")) for t in titled) for e in examples), category.description
+    assert with_examples >= len(reply.categories) // 2

@@ -385,6 +385,7 @@ class _Namer:
     column: dict[str, int]
     records: dict[int, tuple[str, frozenset[str]]]
     record_doc: np.ndarray
+    shared_files: frozenset[str]  # files (or "stdin") holding several documents: no example title
     _sources: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
 
     @classmethod
@@ -433,8 +434,12 @@ class _Namer:
         codes = {key: code for code, key in enumerate(dict.fromkeys(source_keys))}
         source_of = np.asarray([codes[key] for key in source_keys], dtype=np.int64)
         column = {t: j for j, t in enumerate(index.terms)}
+        docs_in: dict[str, set[str]] = {}
+        for item in items:
+            docs_in.setdefault(item.file_name, set()).add(item.doc_id)
+        shared = frozenset(f for f, docs in docs_in.items() if f and len(docs) > 1)
         return cls(index, items, x, doc_of, fitness, background, float(weights.sum()), frozenset(common),
-                   source_of, prefixes, column, records, record_doc)
+                   source_of, prefixes, column, records, record_doc, shared)
 
     def source_names(self, source: int) -> tuple[list[str], list[str]]:
         """Short names a source already has (title, then file name) and the words of its title."""
@@ -641,7 +646,7 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
         child.path = f"{parent.path}/{name}" if parent.path else name
         skip = name_words(name)
         terms = describe_terms(child.ranked, index, skip, avoid=namer.common)
-        child.description = _describe(child, terms, namer.items, namer.x)
+        child.description = _describe(child, terms, namer)
     for child in children:
         _name_children(child, namer, [*ancestors, child.name])
 
@@ -764,7 +769,7 @@ def _rename_parents(node: _Node, namer: _Namer, ancestors: list[str]) -> None:
             child.name = _clean_name(name)
             child.kind = "children"
             terms = describe_terms(child.ranked, namer.index, name_words(child.name), avoid=namer.common)
-            child.description = _describe(child, terms, namer.items, namer.x)
+            child.description = _describe(child, terms, namer)
 
 
 def _set_paths(node: _Node) -> None:
@@ -781,23 +786,30 @@ def _doc_title(item: ClusterItem) -> str:
     return title
 
 
-def _describe(node: _Node, terms: list[str], items: Sequence[ClusterItem], x: np.ndarray) -> str:
+def _describe(node: _Node, terms: list[str], namer: _Namer) -> str:
     """``"14 chunks: refunds, perishables, credit — e.g. Returns Policy; Damaged Deliveries FAQ"``.
 
-    The example titles are the documents with the most weight near the node's centroid.
+    The example titles are the documents with the most weight near the node's centroid. Untitled
+    chunks fall back to their file, which shows only when no member has a title, and never when
+    the file holds many documents (a JSONL of records, "stdin"): that says nothing about the node.
     """
     n = len(node.members)
     text = f"{n} chunk{'s' if n != 1 else ''}"
     if terms:
         text += ": " + ", ".join(terms)
-    sub = x[node.members]
+    sub = namer.x[node.members]
     centre = _normalise(sub.sum(axis=0, keepdims=True))[0]
     closeness = np.clip(sub @ centre, 0.0, None)
-    weight: dict[str, float] = {}
+    titled: dict[str, float] = {}
+    files: dict[str, float] = {}
     for i, score in zip(node.members, closeness, strict=True):
-        title = _doc_title(items[int(i)])
-        if title:
-            weight[title] = weight.get(title, 0.0) + float(score)
+        item = namer.items[int(i)]
+        title = _doc_title(item)
+        if item.title.strip():
+            titled[title] = titled.get(title, 0.0) + float(score)
+        elif title and item.file_name not in namer.shared_files:
+            files[title] = files.get(title, 0.0) + float(score)
+    weight = titled or files
     if weight:
         top = sorted(weight, key=lambda t: (-weight[t], t))[:2]
         shown = "; ".join(t if len(t) <= 50 else t[:49].rstrip() + "…" for t in top)
