@@ -191,9 +191,9 @@ def test_skipped_pandas_probe_keeps_explicit_pandas_conversions_working(built_st
     table_dir = next(built_store.rglob("*.lance"))
     code = (
         "import sys\n"
-        "from knowtology_cli.stores import lance_import\n"
-        "lance_import.SKIP_PANDAS_PROBE = True\n"
-        "lance = lance_import.import_lance()\n"
+        "from knowtology_cli.stores import heavy_imports\n"
+        "heavy_imports.SKIP_PANDAS_PROBE = True\n"
+        "lance = heavy_imports.import_lance()\n"
         "assert 'pandas' not in sys.modules, 'probe not skipped'\n"
         f"frame = lance.dataset({str(table_dir)!r}).to_table(columns=['chunk_id']).to_pandas()\n"
         "print(type(frame).__name__, len(frame))\n"
@@ -202,3 +202,10 @@ def test_skipped_pandas_probe_keeps_explicit_pandas_conversions_working(built_st
     assert out.returncode == 0, out.stderr
     kind, rows = out.stdout.split()
     assert kind == "DataFrame" and int(rows) > 0
+
+
+def test_first_ingest_with_the_hash_embedder_loads_neither_lancedb_nor_pandas(tmp_path: Path, docs_dir: Path) -> None:
+    """A new store (tree migrations through sqlite-utils, Lance table creation, full-text indexes)."""
+    loaded = _modules_after(["ingest", str(docs_dir), "--embedder", "hash"], tmp_path / "fresh-store")
+    assert (tmp_path / "fresh-store" / "tree.db").is_file()
+    assert loaded == set()

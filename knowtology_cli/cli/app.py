@@ -245,9 +245,9 @@ _register_extensions()
 
 def main() -> None:
     """Console-script entry point."""
-    from ..stores import lance_import
+    from ..stores import heavy_imports
 
-    lance_import.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
+    heavy_imports.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
     try:
         app()
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler is in place (startup, parsing)

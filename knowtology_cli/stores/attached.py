@@ -76,7 +76,7 @@ class AttachedLanceStore(VectorStore):
     # plumbing ----------------------------------------------------------------------------
     def dataset(self) -> Any:
         """The attached dataset (latest version unless pinned); raises if it cannot be opened."""
-        from .lance_import import import_lance
+        from .heavy_imports import import_lance
 
         lance = import_lance()
 

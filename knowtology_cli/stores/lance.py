@@ -14,7 +14,7 @@ the table merges into the winner's.
 
 What ``import lance`` still costs is mostly pyarrow; of that, ``pyarrow.dataset`` probes for pandas
 at module init (0.2 s when pandas is installed) although no read path converts to pandas. One-shot
-CLI commands skip that probe; see `lance_import`.
+CLI commands skip that probe; see `heavy_imports`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
 from .base import ScoredId, VectorStore
-from .lance_import import import_lance
+from .heavy_imports import import_lance
 
 if TYPE_CHECKING:
     import numpy as np

@@ -144,9 +144,9 @@ class SQLiteTreeStore(TreeStore):
         return conn
 
     def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
-        import sqlite_utils
+        from .heavy_imports import import_sqlite_utils
 
-        db = sqlite_utils.Database(conn)
+        db = import_sqlite_utils().Database(conn)
         for number in range(version, len(MIGRATIONS)):
             with db.conn:
                 conn.execute("BEGIN IMMEDIATE")
