@@ -422,3 +422,87 @@ def test_examples_name_titled_documents_not_the_file_of_untitled_records() -> No
             examples = category.description.split(" — e.g. ", 1)[1].split("; ")
             assert all(any(t.startswith(e.rstrip("…")) for t in titled) for e in examples), category.description
     assert with_examples >= len(reply.categories) // 2
+
+
+def _name_fixed_tree(items: list[ClusterItem], groups: list) -> dict[str, int]:
+    """Name a tree of fixed shape (nested lists of chunk-id prefixes) as the builder would; {path: size}."""
+    from knowtology_cli.build import cluster
+
+    ids = [it.chunk_id for it in items]
+
+    def node(spec: str | list, level: int) -> cluster._Node:
+        if isinstance(spec, str):
+            return cluster._Node(members=np.asarray([i for i, c in enumerate(ids) if c.startswith(spec)]), level=level)
+        kids = [node(s, level + 1) for s in spec]
+        return cluster._Node(members=np.concatenate([k.members for k in kids]), level=level, children=kids)
+
+    root = node(groups, 0)
+    index = build_term_index([it.text for it in items], [it.title for it in items], [it.file_name for it in items])
+    codes = {d: k for k, d in enumerate(dict.fromkeys(it.doc_id for it in items))}
+    doc_of = np.asarray([codes[it.doc_id] for it in items], dtype=np.int64)
+    namer = cluster._Namer.create(index, items, _embed(items), doc_of)
+    cluster._name_children(root, namer, [])
+    cluster._rename_parents(root, namer, [])
+    cluster._set_paths(root)
+    sizes: dict[str, int] = {}
+
+    def walk(n: cluster._Node) -> None:
+        for c in n.children:
+            sizes[c.path] = len(c.members)
+            walk(c)
+
+    walk(root)
+    return sizes
+
+
+def _notes(rng: random.Random) -> tuple[list[ClusterItem], list]:
+    items = [
+        ClusterItem(f"{topic}{d}-{i}", " ".join(rng.sample(TOPICS[topic], 12)) + ".", f"{topic.title()} Notes {d}",
+                    f"{topic}-{d}", f"{topic}/{d}.md")
+        for topic in ("networking", "astronomy") for d in range(3) for i in range(4)
+    ]
+    shape = [[f"{t}0", [f"{t}1", f"{t}2"]] for t in ("networking", "astronomy")]
+    return items, shape
+
+
+def test_a_node_of_records_with_a_quarter_of_other_documents_is_not_named_by_the_records_file() -> None:
+    # 12 tickets and 5 chunks of the policy they cite: "Support Tickets" names the tickets child,
+    # not the node that also holds the policy.
+    rng = random.Random(4)
+    items = []
+    for i, subject in enumerate(["broken jar", "sour milk", "cracked eggs", "charged substitution", "chargeback",
+                                 "snap refund", "catering cancel", "recall notice", "spoiled kit", "olive oil",
+                                 "bruised fruit", "wrong size"]):
+        words = rng.sample("card credit photo driver store van order replacement charge wallet courier bag".split(), 6)
+        text = f"Agent looked at the order with the {subject}. " + " ".join(words) + (" Refund issued." if i % 2 else ".")
+        items.append(ClusterItem(f"tk-{i}", text, f"Refund for {subject}", "support-tickets", "support-tickets.jsonl"))
+    policy = ("Returns and refunds: a refund goes back to the original card within five days; perishable returns "
+              "need a photo. Self service refund in the app.")
+    items += [ClusterItem(f"pol-{i}", policy, "Returns and Refunds Policy", "returns", "policies/returns.md")
+              for i in range(5)]
+    notes, shape = _notes(rng)
+    sizes = _name_fixed_tree(items + notes, [["tk-", "pol-"], *shape])
+    (mixed,) = [p for p, n in sizes.items() if n == 17]
+    assert "support" not in mixed.lower() and "ticket" not in mixed.lower(), mixed
+    tickets = [p for p, n in sizes.items() if n == 12 and p.startswith(mixed + "/")]
+    assert tickets and tickets[0].split("/")[-1].startswith("Support Tickets"), sizes
+
+
+def test_a_parent_name_does_not_repeat_a_child_name_of_several_parts() -> None:
+    rng = random.Random(4)
+    items = []
+    for doc, title, words in [
+        ("sev", "Incident Severity", "incident severity sev1 sev2 commander postmortem outage customers impact"),
+        ("esc", "Support Escalation", "support escalation tier lead manager customer ticket handoff incident"),
+        ("onc", "Call Rotation", "on-call rotation paging pager engineer week handover incident schedule"),
+    ]:
+        items += [ClusterItem(f"{doc}-{i}", " ".join(rng.sample(words.split(), 7)) + ".", title, doc,
+                              "eng/" + title.lower().replace(" ", "-") + ".md") for i in range(5)]
+    notes, shape = _notes(rng)
+    sizes = _name_fixed_tree(items + notes, [[["sev-", "esc-"], "onc-"], *shape])
+    (parent,) = [p for p, n in sizes.items() if n == 15]
+    (child,) = [p for p, n in sizes.items() if n == 10]
+    child_name = child.split("/")[-1]
+    assert " & " in child_name and child_name not in parent, (parent, child)
+    parts = [p.strip() for p in child_name.replace(" & ", ",").split(",")]
+    assert not all(p in parent for p in parts), (parent, child)

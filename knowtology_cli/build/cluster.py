@@ -466,11 +466,37 @@ def _phrase_display(phrase: tuple[str, str], index: TermIndex, column: dict[str,
     return index.display[j] if j is not None else title_case(surface)
 
 
+_RECORDS_SHARE = 0.75
+
+
+def _mostly_records(node: _Node, namer: _Namer) -> bool:
+    """Whether one records file makes up half of ``node``, but not the 75% a records name needs."""
+    docs = namer.record_doc[node.members]
+    docs = docs[docs >= 0]
+    if not len(docs):
+        return False
+    top = int(np.unique(docs, return_counts=True)[1].max())
+    return 0.5 * len(node.members) <= top < _RECORDS_SHARE * len(node.members)
+
+
+def _foreign_labels(node: _Node, namer: _Namer) -> set[str]:
+    """Names of records files (``support tickets``) that do not make up most of ``node``."""
+    docs = namer.record_doc[node.members]
+    docs = docs[docs >= 0]
+    if not len(docs):
+        return set()
+    values, counts = np.unique(docs, return_counts=True)
+    return {
+        namer.records[int(d)][0].lower() for d, c in zip(values.tolist(), counts.tolist(), strict=True)
+        if c < _RECORDS_SHARE * len(node.members) and namer.records[int(d)][0]
+    }
+
+
 def _records_name(
     node: _Node, namer: _Namer, rank: list[tuple[int, float, float]], banned: set[str], banned_words: set[str],
     weight: np.ndarray, ancestors: Sequence[str] = (),
 ) -> str | None:
-    """``Support Tickets: Refunds`` for a node mostly made of records from one file, else None.
+    """``Support Tickets: Refunds`` for a node made (75% or more) of records from one file, else None.
 
     The file's name says what kind of chunks these are; the topic comes from the records' own
     terms, leaving out words found in most of the file's records (``agent``, ``customer``).
@@ -480,7 +506,9 @@ def _records_name(
     if not len(docs):
         return None
     values, counts = np.unique(docs, return_counts=True)
-    if counts.max() < 0.5 * len(node.members):
+    # The file's name says what the node holds only if nearly all of it comes from there: with a
+    # quarter from elsewhere (a policy beside the tickets about it) it mislabels the rest.
+    if counts.max() < _RECORDS_SHARE * len(node.members):
         return None
     label, frequent = namer.records[int(values[np.argmax(counts)])]
     prefix = "" if not label or name_words(label) <= banned_words else label
@@ -609,8 +637,10 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
     banned_words = {w for a in ancestors for w in name_words(a)}
     used: set[str] = set()
     for child, weight, rank in zip(children, weights, longer, strict=True):  # already largest first
+        # A file's name never names a node that is not mostly from that file.
+        foreign = _foreign_labels(child, namer)
         chosen = label_terms(
-            child.ranked, index, banned=taken | used, banned_words=banned_words,
+            child.ranked, index, banned=taken | used | foreign, banned_words=banned_words,
             members=child.members, row_weight=weight,
         )
         special = _records_name(child, namer, rank, taken | used, banned_words, weight, ancestors)
@@ -652,14 +682,16 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
 
 
 _JOINS = re.compile(r"\s*(?:,|&)\s*")
+_SMALL = frozenset({"and", "or", "of", "the", "for", "a", "an", "to", "in", "on"})
 
 
-def _child_head(child: _Node, namer: _Namer, short: bool) -> str:
+def _child_head(child: _Node, namer: _Namer, short: bool, avoid: frozenset[str] = frozenset()) -> str:
     """The shortest phrase of a child's name that still says what most of it holds.
 
     ``Cold Chain Handling`` -> ``Cold Chain``; ``Driver App Guide`` -> ``Driver App``; of a joined
     name (``Food Safety & Dietary Information``) the part most of the child holds; with ``short``,
-    one word where one will do.
+    one word where one will do; a phrase sharing a stem with ``avoid`` (the heads before it) is
+    passed over when the name has another (``Returns and Refunds`` -> ``Returns``).
     """
     name = child.name.split(":", 1)[-1].strip()
     parts = [p.strip() for p in _JOINS.split(name) if p.strip()]
@@ -668,19 +700,23 @@ def _child_head(child: _Node, namer: _Namer, short: bool) -> str:
     weight = weight / max(float(weight.sum()), 1e-12)
     options: list[tuple[int, str, int]] = []  # (term column, surface, words)
     order: list[tuple[int, int]] = []  # where each option starts in the name
-    for p, part in enumerate(parts):
-        words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
-        for size in (1, 2):
-            for start in range(len(words) - size + 1):
-                seq = words[start:start + size]
-                if any(w.lower() in _GENERIC_WORDS or w.lower() in ("and", "or", "of", "the", "for") for w in seq):
-                    continue
-                j = namer.column.get(" ".join(fold_plural(w.lower()) for w in seq))
-                if j is None or index.words[j] & namer.common:
-                    continue
-                if namer.fitness[j] >= (0.6 if size == 2 else 0.7):
-                    options.append((j, " ".join(w[:1].upper() + w[1:] for w in seq), size))
-                    order.append((p, start))
+    # Beside a head already said, a word of the child's own name may read a little less well.
+    for floor in (1.0, 0.7) if avoid else (1.0,):
+        for p, part in enumerate(parts):
+            words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
+            for size in (1, 2):
+                for start in range(len(words) - size + 1):
+                    seq = words[start:start + size]
+                    if any(w.lower() in _GENERIC_WORDS or w.lower() in ("and", "or", "of", "the", "for") for w in seq):
+                        continue
+                    j = namer.column.get(" ".join(fold_plural(w.lower()) for w in seq))
+                    if j is None or index.words[j] & namer.common or {w[:5] for w in index.words[j]} & avoid:
+                        continue
+                    if namer.fitness[j] >= floor * (0.6 if size == 2 else 0.7):
+                        options.append((j, " ".join(w[:1].upper() + w[1:] for w in seq), size))
+                        order.append((p, start))
+        if options:
+            break
     if not options:
         return parts[0] if parts else name
     hits = presence(index, child.members, [j for j, _, _ in options])
@@ -700,11 +736,59 @@ def _child_head(child: _Node, namer: _Namer, short: bool) -> str:
     return options[head][1]
 
 
+def _general_parts(node: _Node, namer: _Namer, banned: set[str]) -> str | None:
+    """``node``'s joined name with each part that is also a part of a child's name cut to one word.
+
+    A parent says what its children share, not one child's name again (a child of several parts,
+    each of which the parent says): ``Incident, Call Rotation & Support Escalation`` over
+    ``Incident Severity & Support Escalation`` becomes ``Incident, Call Rotation & Escalation``. The word kept is the part's most distinctive word for the
+    node (else its last, the head of an English compound); None when nothing changes.
+    """
+    prefix, _, rest = node.name.rpartition(":")
+    parts = [p.strip() for p in _JOINS.split(rest) if p.strip()]
+    if len(parts) < 2:
+        return None
+    said = name_words(rest) - _SMALL
+    child_parts: set[frozenset[str]] = set()
+    for c in node.children:
+        # A child of several parts, each of which the parent's name says again.
+        found = [frozenset(name_words(q) - _SMALL) for q in _JOINS.split(c.name.rpartition(":")[2]) if q.strip()]
+        if len(found) >= 2 and all(f & said for f in found):
+            child_parts.update(found)
+    rank = {j: r for r, (j, _, _) in enumerate(node.ranked)}
+    changed = False
+    for i, part in enumerate(parts):
+        words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
+        content = [w for w in words if w.lower() not in _SMALL]
+        if len(content) < 2 or frozenset(name_words(part) - _SMALL) not in child_parts:
+            continue
+        others = {w[:5] for q in parts[:i] + parts[i + 1:] for w in name_words(q)}
+        fits = []
+        for w in content:
+            j = namer.column.get(fold_plural(w.lower()))
+            if j is None or namer.fitness[j] < 0.9 or fold_plural(w.lower())[:5] in others:
+                continue
+            fits.append((rank.get(j, len(rank) + 1), -content.index(w), w))
+        if fits:
+            word = min(fits)[2]
+            parts[i] = word[:1].upper() + word[1:]
+            changed = True
+    if not changed:
+        return None
+    name = join_names(parts)
+    name = f"{prefix.strip()}: {name}" if prefix.strip() else name
+    if name.lower() in banned or any(name.lower() == c.name.lower() for c in node.children):
+        return None
+    return name
+
+
 def _weak_parent_name(node: _Node, namer: _Namer) -> bool:
     """A parent named by terms most of it lacks, by one word none of its children says, or by a
     term that reads less well as a name and covers under 40% of it (``Refunds & Charge``)."""
     if node.kind == "fallback":
         return True
+    if node.kind == "terms" and _mostly_records(node, namer):
+        return True  # records with a quarter of something else: say what both are
     if node.kind != "terms":
         return False
     if node.support < 0.5:
@@ -720,18 +804,23 @@ def _weak_parent_name(node: _Node, namer: _Namer) -> bool:
 def _name_from_children(node: _Node, namer: _Namer, banned: set[str]) -> str | None:
     """``Cold Chain, Damaged Deliveries & Driver App``: heads of the 2-3 largest children covering most of ``node``."""
     n = len(node.members)
+    foreign = _foreign_labels(node, namer)  # "Support Tickets" names only the tickets child
     picked = [
         c for c in node.children  # largest first
-        if c.kind in ("title", "records", "children") or (
+        if c.name.lower() not in foreign and (c.kind in ("title", "records", "children") or (
             c.kind == "terms" and c.support >= 0.75 and all(namer.fitness[j] >= 0.9 for j in c.terms)
             and any(len(namer.index.words[j]) > 1 for j in c.terms)
-        )  # children with names that say what they are
+        ))  # children with names that say what they are
     ][:3]
     while len(picked) >= 2:
         if sum(len(c.members) for c in picked) < 0.55 * n:
             return None
-        full = [_child_head(c, namer, False) for c in picked]
-        brief = [_child_head(c, namer, True) for c in picked]
+        full: list[str] = []
+        brief: list[str] = []
+        for c in picked:
+            said = frozenset(w[:5] for h in full for w in name_words(h))
+            full.append(_child_head(c, namer, False, said))
+            brief.append(_child_head(c, namer, True, said | {w[:5] for h in brief for w in name_words(h)}))
         heads = list(full)
         while True:
             kept: list[str] = []
@@ -757,17 +846,21 @@ def _name_from_children(node: _Node, namer: _Namer, banned: set[str]) -> str | N
 
 
 def _rename_parents(node: _Node, namer: _Namer, ancestors: list[str]) -> None:
-    """Bottom-up: a parent with a weak name of its own is named from its children."""
+    """Bottom-up: a parent with a weak name of its own is named from its children; a part of a
+    parent's name that is a part of a child's name gives way to one of its words."""
     for child in node.children:
         _rename_parents(child, namer, [*ancestors, child.name] if node.children else ancestors)
     for child in node.children:
-        if not child.children or not _weak_parent_name(child, namer):
+        if not child.children:
             continue
         banned = {a.lower() for a in ancestors} | {c.name.lower() for c in node.children if c is not child}
-        name = _name_from_children(child, namer, banned)
+        name = _name_from_children(child, namer, banned) if _weak_parent_name(child, namer) else None
+        if name:
+            child.kind = "children"
+        else:
+            name = _general_parts(child, namer, banned)  # a part that is a child's part, cut to one word
         if name:
             child.name = _clean_name(name)
-            child.kind = "children"
             terms = describe_terms(child.ranked, namer.index, name_words(child.name), avoid=namer.common)
             child.description = _describe(child, terms, namer)
 
