@@ -275,3 +275,17 @@ def test_a_second_ctrl_c_interrupts_at_once() -> None:
         os.kill(os.getpid(), signal.SIGINT)
         reached.append("after second")
     assert reached == ["after first"]
+
+
+def test_a_held_ctrl_c_says_what_it_waits_for(capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import signal
+
+    from knowtology_cli.stores.lance import deferred_interrupt
+
+    with deferred_interrupt():
+        pass
+    assert capsys.readouterr().err == ""  # silent when no Ctrl-C came
+    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert "Ctrl-C again to stop now" in capsys.readouterr().err

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -124,6 +125,7 @@ def deferred_interrupt() -> Iterator[None]:
         if pending:
             raise KeyboardInterrupt
         pending.append(signum)
+        sys.stderr.write("Interrupt: finishing the current write first (Ctrl-C again to stop now)\n")
 
     previous = signal.signal(signal.SIGINT, hold)
     try:
