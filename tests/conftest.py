@@ -96,6 +96,22 @@ def built_store(docs_dir: Path, store_dir: Path) -> Path:
     return store_dir
 
 
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sample_corpus/ ingested once through `kt ingest --embedder hash`; tests copy it, never write it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from knowtology_cli.cli.app import app
+
+    store = tmp_path_factory.mktemp("sample-template") / "store"
+    result = CliRunner().invoke(app, ["ingest", str(SAMPLE), "--embedder", "hash", "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["total"] > 100
+    return store
+
+
 @pytest.fixture
 def cli():
     """Invoke the Typer app in-process: ``cli("browse", "--store", d)`` → click Result."""

@@ -12,27 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import KT, SAMPLE
+from conftest import KT
 
 from knowtology_cli.testing.fake_llm import FakeLLMServer
 
 SENTINEL = "sk-test-SENTINEL-cli-0001"
 #: replies of ~20 chunks, so the sample corpus needs about a dozen calls
 SMALL_REPLIES = '[profiles."gpt-4o-mini"]\nmax_output_tokens = 2500\n'
-
-
-@pytest.fixture(scope="module")
-def sample_store(tmp_path_factory) -> Path:
-    """The sample corpus ingested once through `kt ingest --embedder hash` (tests copy it)."""
-    from typer.testing import CliRunner
-
-    from knowtology_cli.cli.app import app
-
-    store = tmp_path_factory.mktemp("template") / "store"
-    result = CliRunner().invoke(app, ["ingest", str(SAMPLE), "--embedder", "hash", "--store", str(store), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["total"] > 100
-    return store
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE
 
 from knowtology_cli.config import load_settings
 from knowtology_cli.stores.sqlite import SQLiteTreeStore
@@ -17,19 +16,6 @@ SENTINEL = "sk-SENTINEL-5d1e0b7c9a2f4e68-build-options"
 #: replies of ~20 chunks, so the sample corpus needs about a dozen calls
 SMALL_REPLIES = '[profiles."gpt-4o-mini"]\nmax_output_tokens = 2500\n'
 SPEC = "openai:gpt-4o-mini"
-
-
-@pytest.fixture(scope="module")
-def sample_store(tmp_path_factory) -> Path:
-    """The sample corpus ingested once through `kt ingest --embedder hash` (tests copy it)."""
-    from typer.testing import CliRunner
-
-    from knowtology_cli.cli.app import app
-
-    store = tmp_path_factory.mktemp("template") / "store"
-    result = CliRunner().invoke(app, ["ingest", str(SAMPLE), "--embedder", "hash", "--store", str(store), "--json"])
-    assert result.exit_code == 0, result.output
-    return store
 
 
 @pytest.fixture
