@@ -75,12 +75,12 @@ def test_vector_index_is_built_past_the_threshold_and_searched(tmp_path: Path) -
     table = db.create_table("t", data=pa.table({
         "chunk_id": [f"c{i}" for i in range(2000)],
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), 32)}))
-    assert maybe_create_vector_index(table, threshold=5000) is None
+    assert maybe_create_vector_index(table.to_lance(), threshold=5000) is None
     assert nearest_params(lance.dataset(str(tmp_path / "t.lance"))) == {}
-    assert maybe_create_vector_index(table, threshold=1000) == "created"
+    assert maybe_create_vector_index(table.to_lance(), threshold=1000) == "created"
     ds = lance.dataset(str(tmp_path / "t.lance"))
     assert vector_index_info(ds)["indexed_rows"] == 2000
-    assert maybe_create_vector_index(table, threshold=1000) is None  # current: nothing to do
+    assert maybe_create_vector_index(lance.dataset(str(tmp_path / "t.lance")), threshold=1000) is None  # current
     params = nearest_params(ds)
     assert params["refine_factor"] >= 1 and params["nprobes"] >= 1
     exact = ds.to_table(columns=["chunk_id"], nearest={"column": "vector", "q": vecs[7], "k": 10, "metric": "cosine",

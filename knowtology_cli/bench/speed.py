@@ -194,7 +194,7 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
     from an indexed one — so both sides of the threshold are measured at every size.
     """
     from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.stores.ann import has_vector_index, maybe_create_vector_index
+    from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
 
     kb = KnowledgeBase.open(directory)
     out: dict[str, Any] = {"chunks": kb.vectors.count(COLLECTION)}
@@ -239,12 +239,12 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
             copy = Path(tmp, "store")
             shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("sessions"))
             other = KnowledgeBase.open(copy)
-            table = other.vectors._table(COLLECTION)  # type: ignore[attr-defined]
+            ds = other.vectors._dataset(COLLECTION)  # type: ignore[attr-defined]
             t0 = time.perf_counter()
             if indexed:
-                table.drop_index("vector_idx")
+                ds.drop_index(VECTOR_INDEX_NAME)
             else:
-                maybe_create_vector_index(table, threshold=0)
+                maybe_create_vector_index(ds, threshold=0)
                 out["ann_build_s"] = round(time.perf_counter() - t0, 1)
             other.vectors._datasets.pop(COLLECTION, None)  # type: ignore[attr-defined]
             out["alternative"] = "flat (index dropped)" if indexed else "ANN (product index forced)"

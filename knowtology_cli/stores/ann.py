@@ -17,7 +17,6 @@ parameters lancedb's index configs carry (`index_config` keeps those for benchma
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 VECTOR_COLUMN = "vector"
@@ -79,12 +78,12 @@ def lance_index_args(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_
 
 
 def _vector_indices(ds: Any, column: str = VECTOR_COLUMN) -> list[dict[str, Any]]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            indices = ds.list_indices()
-        except (AttributeError, ValueError, OSError):
-            return []
+    from .lance import list_indices
+
+    try:
+        indices = list_indices(ds)
+    except (AttributeError, ValueError, OSError):
+        return []
     return [ix for ix in indices if column in (ix.get("fields") or [])
             and not str(ix.get("type", "")).lower().startswith(("inverted", "btree", "bitmap"))]
 
@@ -110,18 +109,17 @@ def has_vector_index(ds: Any, column: str = VECTOR_COLUMN) -> bool:
 
 
 def maybe_create_vector_index(
-    target: Any,
+    ds: Any,
     rows: int | None = None,
     *,
     threshold: int | None = None,
     index_type: str = DEFAULT_INDEX_TYPE,
 ) -> str | None:
-    """Create (or retrain) the vector index once the table has ``threshold`` rows
-    (default ``VECTOR_INDEX_THRESHOLD``).
+    """Create (or retrain) the vector index of a ``lance.LanceDataset`` once it has ``threshold``
+    rows (default ``VECTOR_INDEX_THRESHOLD``).
 
     Args:
-        target: A ``lance.LanceDataset`` (the store), or a lancedb table (benchmarks, which then see
-            the new index through ``checkout_latest``).
+        ds: The dataset (for a lancedb table, pass ``table.to_lance()``).
         rows: The table's row count, when the caller already knows it.
         threshold: Build only from this many rows.
         index_type: One of `SUPPORTED_INDEX_TYPES`.
@@ -130,19 +128,15 @@ def maybe_create_vector_index(
         ``"created"``, ``"retrained"`` or None (nothing to do: small table, or an index that the
         store's ``optimize_indices`` keeps current).
     """
-    rows = target.count_rows() if rows is None else rows
+    rows = ds.count_rows() if rows is None else rows
     if rows < (VECTOR_INDEX_THRESHOLD if threshold is None else threshold):
         return None
-    lancedb_table = target if hasattr(target, "to_lance") else None
-    ds = lancedb_table.to_lance() if lancedb_table is not None else target
     info = vector_index_info(ds)
     if info is not None and info["indexed_rows"] * RETRAIN_GROWTH > rows:
         return None
     dimension = ds.schema.field(VECTOR_COLUMN).type.list_size
     ds.create_index(VECTOR_COLUMN, name=VECTOR_INDEX_NAME, replace=True,
                     **lance_index_args(rows, dimension, index_type))
-    if lancedb_table is not None:
-        lancedb_table.checkout_latest()
     return "created" if info is None else "retrained"
 
 

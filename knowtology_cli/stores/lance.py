@@ -56,6 +56,7 @@ FTS_OPTIONS: dict[str, Any] = {
 #: Versions older than this are removed by the index refresh (lancedb's ``optimize()`` default).
 PRUNE_OLDER_THAN = timedelta(days=7)
 
+
 def sql_quote(value: str) -> str:
     """A SQL string literal for Lance filters (single quotes doubled)."""
     return "'" + str(value).replace("'", "''") + "'"
@@ -84,7 +85,7 @@ def _schema(dimension: int) -> Any:
     )
 
 
-def _indices(ds: Any) -> list[dict[str, Any]]:
+def list_indices(ds: Any) -> list[dict[str, Any]]:
     """``ds.list_indices()`` without its deprecation warning."""
     import warnings
 
@@ -99,7 +100,7 @@ def _is_inverted(index: dict[str, Any]) -> bool:
 
 def _fts_columns(ds: Any) -> set[str]:
     """Columns of ``ds`` that carry a full-text (inverted) index, whatever the index is named."""
-    return {ix["fields"][0] for ix in _indices(ds) if _is_inverted(ix)}
+    return {ix["fields"][0] for ix in list_indices(ds) if _is_inverted(ix)}
 
 
 def fts_index_name(column: str) -> str:
@@ -200,17 +201,6 @@ class LanceVectorStore(VectorStore):
                 return None
             raise StoreError(f"cannot open vector table {collection!r}: {exc}") from exc
 
-    def _table(self, collection: str) -> Any:
-        """A ``lancedb`` handle on the collection's table, or None.
-
-        For benchmarks that drive lancedb directly; the store itself never calls it.
-        """
-        if not self._exists(collection):
-            return None
-        import lancedb
-
-        return lancedb.connect(self.uri, storage_options=self.storage_options).open_table(collection)
-
     def _dimension(self, collection: str) -> int | None:
         ds = self._dataset(collection)
         if ds is None:
@@ -285,7 +275,7 @@ class LanceVectorStore(VectorStore):
         if ds is None:
             return False
         fragments = {f.fragment_id for f in ds.get_fragments()}
-        covered = {ix["fields"][0]: set(ix.get("fragment_ids") or ()) for ix in _indices(ds) if _is_inverted(ix)}
+        covered = {ix["fields"][0]: set(ix.get("fragment_ids") or ()) for ix in list_indices(ds) if _is_inverted(ix)}
         return any(column not in covered or not fragments <= covered[column] for column in FTS_COLUMNS)
 
     def refresh_indexes(self, collection: str) -> None:
@@ -295,7 +285,7 @@ class LanceVectorStore(VectorStore):
             return
         from .ann import maybe_create_vector_index
 
-        had_indexes = bool(_indices(ds))
+        had_indexes = bool(list_indices(ds))
         indexed = _fts_columns(ds)
         try:
             with deferred_interrupt():

@@ -70,7 +70,7 @@ class RoutingVectorStore(VectorStore):
         self._routes: dict[str, VectorStore | None] = {}
 
     def __getattr__(self, name: str) -> Any:
-        """Backend-specific helpers (e.g. ``LanceVectorStore._table``) of the default store."""
+        """Backend-specific helpers (e.g. ``LanceVectorStore._dataset``) of the default store."""
         default = self.__dict__.get("default")
         if default is None or name.startswith("__"):
             raise AttributeError(name)
