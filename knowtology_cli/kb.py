@@ -323,17 +323,15 @@ class KnowledgeBase:
         name = self._collection(collection)
         self._require_collection(name)
         segments = split_path(path)
-        parent = None
         if segments:
             node = self.tree.get_node(name, path)
             if node is None:
                 raise NotFoundError(f"no category {path!r} in collection {name!r}",
                                     hint="`kt browse` lists the top categories")
-            parent = node.path
-        level_nodes = self.tree.children(name, parent)
-        if segments:
             normalized, description, count = node.path, node.description, node.chunk_count
+            level_nodes = self.tree.children(name, node.path)
         else:
+            level_nodes = self.tree.children(name, None)
             normalized, description = ROOT, ""
             count = sum(n.chunk_count for n in level_nodes)
         children: list[NodeSummary] = []
@@ -382,10 +380,8 @@ class KnowledgeBase:
                 dense = self.vectors.vector_search(name, vector, depth, within=within)
                 sparse = self.vectors.keyword_search(name, query, depth, within=within)
                 scored = fuse(dense, sparse)[:k]
-        if min_score is not None:
-            scored = [s for s in scored if round(s.score, 6) >= min_score]
         return SearchResult(collection=name, query=query, mode=mode, under=under,
-                            hits=self._hits(name, scored))
+                            hits=self._hits(name, scored, min_score))
 
     def grep(
         self,
@@ -419,12 +415,13 @@ class KnowledgeBase:
             if not query:
                 raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
             scored = self.vectors.keyword_search(name, query, k, within=within)
+        return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
+                            hits=self._hits(name, scored, min_score))
+
+    def _hits(self, collection: str, scored: Sequence[ScoredId], min_score: float | None = None) -> list[Hit]:
+        """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported."""
         if min_score is not None:
             scored = [s for s in scored if round(s.score, 6) >= min_score]
-        return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
-                            hits=self._hits(name, scored))
-
-    def _hits(self, collection: str, scored: Sequence[ScoredId]) -> list[Hit]:
         if not scored:
             return []
         ids = [s.chunk_id for s in scored]
