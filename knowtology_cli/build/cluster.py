@@ -413,6 +413,7 @@ class _Namer:
         rows_of: dict[int, list[int]] = {}
         for i, d in enumerate(doc_of.tolist()):
             rows_of.setdefault(d, []).append(i)
+        column = {t: j for j, t in enumerate(index.terms)}
         records: dict[int, tuple[str, frozenset[str]]] = {}
         record_doc = np.full(n, -1, dtype=np.int64)
         source_keys: list[tuple[int, str]] = [(d, "") for d in doc_of.tolist()]
@@ -427,13 +428,12 @@ class _Namer:
             frequent = frozenset(
                 next(iter(index.words[j])) for j in np.flatnonzero(df >= 0.4 * len(rows)) if len(index.words[j]) == 1
             )
-            records[d] = (_phrase_display(label[0], index) if label else "", frequent)
+            records[d] = (_phrase_display(label[0], index, column) if label else "", frequent)
             record_doc[rows] = d
             for r in rows:
                 source_keys[r] = (d, titles[r])
         codes = {key: code for code, key in enumerate(dict.fromkeys(source_keys))}
         source_of = np.asarray([codes[key] for key in source_keys], dtype=np.int64)
-        column = {t: j for j, t in enumerate(index.terms)}
         docs_in: dict[str, set[str]] = {}
         for item in items:
             docs_in.setdefault(item.file_name, set()).add(item.doc_id)
@@ -459,33 +459,34 @@ class _Namer:
         return self._sources[source]
 
 
-def _phrase_display(phrase: tuple[str, str], index: TermIndex, column: dict[str, int] | None = None) -> str:
-    """The index's display form of a heading phrase, else its surface in Title Case."""
+def _phrase_display(phrase: tuple[str, str], index: TermIndex, column: dict[str, int]) -> str:
+    """The index's display form of a heading phrase (``column``: term -> index column), else its
+    surface in Title Case."""
     key, surface = phrase
-    j = (column or {t: c for c, t in enumerate(index.terms)}).get(key)
+    j = column.get(key)
     return index.display[j] if j is not None else title_case(surface)
 
 
 _RECORDS_SHARE = 0.75
 
 
+def _record_files(node: _Node, namer: _Namer) -> tuple[np.ndarray, np.ndarray]:
+    """The records files (their document codes) among ``node``'s members, and members of each."""
+    docs = namer.record_doc[node.members]
+    return np.unique(docs[docs >= 0], return_counts=True)
+
+
 def _mostly_records(node: _Node, namer: _Namer) -> bool:
     """Whether one records file makes up half of ``node``, but not the 75% a records name needs."""
-    docs = namer.record_doc[node.members]
-    docs = docs[docs >= 0]
-    if not len(docs):
+    _, counts = _record_files(node, namer)
+    if not len(counts):
         return False
-    top = int(np.unique(docs, return_counts=True)[1].max())
-    return 0.5 * len(node.members) <= top < _RECORDS_SHARE * len(node.members)
+    return 0.5 * len(node.members) <= int(counts.max()) < _RECORDS_SHARE * len(node.members)
 
 
 def _foreign_labels(node: _Node, namer: _Namer) -> set[str]:
     """Names of records files (``support tickets``) that do not make up most of ``node``."""
-    docs = namer.record_doc[node.members]
-    docs = docs[docs >= 0]
-    if not len(docs):
-        return set()
-    values, counts = np.unique(docs, return_counts=True)
+    values, counts = _record_files(node, namer)
     return {
         namer.records[int(d)][0].lower() for d, c in zip(values.tolist(), counts.tolist(), strict=True)
         if c < _RECORDS_SHARE * len(node.members) and namer.records[int(d)][0]
@@ -501,11 +502,9 @@ def _records_name(
     The file's name says what kind of chunks these are; the topic comes from the records' own
     terms, leaving out words found in most of the file's records (``agent``, ``customer``).
     """
-    docs = namer.record_doc[node.members]
-    docs = docs[docs >= 0]
-    if not len(docs):
+    values, counts = _record_files(node, namer)
+    if not len(counts):
         return None
-    values, counts = np.unique(docs, return_counts=True)
     # The file's name says what the node holds only if nearly all of it comes from there: with a
     # quarter from elsewhere (a policy beside the tickets about it) it mislabels the rest.
     if counts.max() < _RECORDS_SHARE * len(node.members):
