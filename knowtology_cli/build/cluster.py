@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -586,16 +586,16 @@ def _title_name(
     stems: set[str] = set()
     for names, words in named:
         brief = [nm for nm in names if len(nm.split()) == 2 and not name_words(nm) <= banned_words]
-        if brief and not {w[:5] for w in name_words(brief[0])} & stems:
+        if brief and not _stem_keys(name_words(brief[0])) & stems:
             picked.append(brief[0])
-            stems |= {w[:5] for w in name_words(brief[0])}
+            stems |= _stem_keys(name_words(brief[0]))
             continue
         allowed = set(words) - _GENERIC_WORDS
         fits = [
             (j, score) for j, score, _ in rank
             if len(index.words[j]) <= 2 and not index.terms[j].startswith(PHRASE)
             and index.words[j] <= allowed and namer.fitness[j] >= (0.6 if len(index.words[j]) == 2 else 0.9)
-            and not {w[:5] for w in index.words[j]} & stems
+            and not _stem_keys(index.words[j]) & stems
         ]
         if not fits:
             return None
@@ -603,7 +603,7 @@ def _title_name(
         # A two-word term ("Cold Chain", "Driver App") says more than its best word alone.
         best = next((j for j, score in fits if len(index.words[j]) == 2 and score >= 0.5 * top), best)
         picked.append(index.display[best])
-        stems |= {w[:5] for w in index.words[best]}
+        stems |= _stem_keys(index.words[best])
     name = join_names(picked)
     return name if name.lower() not in banned else None
 
@@ -673,14 +673,13 @@ def _name_children(parent: _Node, namer: _Namer, ancestors: list[str]) -> None:
         taken.add(name.lower())
         child.name = name
         child.path = f"{parent.path}/{name}" if parent.path else name
-        skip = name_words(name)
-        terms = describe_terms(child.ranked, index, skip, avoid=namer.common)
-        child.description = _describe(child, terms, namer)
+        _redescribe(child, namer)
     for child in children:
         _name_children(child, namer, [*ancestors, child.name])
 
 
 _JOINS = re.compile(r"\s*(?:,|&)\s*")
+_NAME_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _SMALL = frozenset({"and", "or", "of", "the", "for", "a", "an", "to", "in", "on"})
 
 
@@ -702,14 +701,14 @@ def _child_head(child: _Node, namer: _Namer, short: bool, avoid: frozenset[str] 
     # Beside a head already said, a word of the child's own name may read a little less well.
     for floor in (1.0, 0.7) if avoid else (1.0,):
         for p, part in enumerate(parts):
-            words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
+            words = _NAME_WORD.findall(part)
             for size in (1, 2):
                 for start in range(len(words) - size + 1):
                     seq = words[start:start + size]
                     if any(w.lower() in _GENERIC_WORDS or w.lower() in ("and", "or", "of", "the", "for") for w in seq):
                         continue
                     j = namer.column.get(" ".join(fold_plural(w.lower()) for w in seq))
-                    if j is None or index.words[j] & namer.common or {w[:5] for w in index.words[j]} & avoid:
+                    if j is None or index.words[j] & namer.common or _stem_keys(index.words[j]) & avoid:
                         continue
                     if namer.fitness[j] >= floor * (0.6 if size == 2 else 0.7):
                         options.append((j, " ".join(w[:1].upper() + w[1:] for w in seq), size))
@@ -757,11 +756,11 @@ def _general_parts(node: _Node, namer: _Namer, banned: set[str]) -> str | None:
     rank = {j: r for r, (j, _, _) in enumerate(node.ranked)}
     changed = False
     for i, part in enumerate(parts):
-        words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", part)
+        words = _NAME_WORD.findall(part)
         content = [w for w in words if w.lower() not in _SMALL]
         if len(content) < 2 or frozenset(name_words(part) - _SMALL) not in child_parts:
             continue
-        others = {w[:5] for q in parts[:i] + parts[i + 1:] for w in name_words(q)}
+        others = _stem_keys(w for q in parts[:i] + parts[i + 1:] for w in name_words(q))
         fits = []
         for w in content:
             j = namer.column.get(fold_plural(w.lower()))
@@ -817,15 +816,15 @@ def _name_from_children(node: _Node, namer: _Namer, banned: set[str]) -> str | N
         full: list[str] = []
         brief: list[str] = []
         for c in picked:
-            said = frozenset(w[:5] for h in full for w in name_words(h))
+            said = frozenset(_stem_keys(w for h in full for w in name_words(h)))
             full.append(_child_head(c, namer, False, said))
-            brief.append(_child_head(c, namer, True, said | {w[:5] for h in brief for w in name_words(h)}))
+            brief.append(_child_head(c, namer, True, said | _stem_keys(w for h in brief for w in name_words(h))))
         heads = list(full)
         while True:
             kept: list[str] = []
             stems: set[str] = set()
             for head in heads:
-                found = {w[:5] for w in name_words(head)}
+                found = _stem_keys(name_words(head))
                 if not found & stems:
                     kept.append(head)
                     stems |= found
@@ -860,8 +859,18 @@ def _rename_parents(node: _Node, namer: _Namer, ancestors: list[str]) -> None:
             name = _general_parts(child, namer, banned)  # a part that is a child's part, cut to one word
         if name:
             child.name = _clean_name(name)
-            terms = describe_terms(child.ranked, namer.index, name_words(child.name), avoid=namer.common)
-            child.description = _describe(child, terms, namer)
+            _redescribe(child, namer)
+
+
+def _stem_keys(words: Iterable[str]) -> set[str]:
+    """Crude stems, the first five letters: enough to tell ``Refunds`` and ``Refund Tickets`` say the same."""
+    return {w[:5] for w in words}
+
+
+def _redescribe(node: _Node, namer: _Namer) -> None:
+    """``node``'s description for its current name (terms the name already says are left out)."""
+    terms = describe_terms(node.ranked, namer.index, name_words(node.name), avoid=namer.common)
+    node.description = _describe(node, terms, namer)
 
 
 def _set_paths(node: _Node) -> None:
