@@ -417,13 +417,17 @@ class TermIndex:
 
     def entries_of(self, rows: np.ndarray) -> np.ndarray:
         """Positions of the stored entries of ``rows`` (in the order of ``rows``)."""
+        return self.row_entries(rows)[0]
+
+    def row_entries(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`entries_of` ``rows``, and how many entries each row has (to repeat per-row values)."""
         starts = self.indptr[rows]
         lengths = self.indptr[rows + 1] - starts
         total = int(lengths.sum())
         if total == 0:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), lengths
         offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-        return offsets + np.arange(total)
+        return offsets + np.arange(total), lengths
 
 
 def title_case(text: str) -> str:
@@ -632,8 +636,7 @@ def term_counts(
 
     ``row_weight`` (aligned with ``members``) scales each chunk's contribution.
     """
-    lengths = index.indptr[members + 1] - index.indptr[members]
-    entries = index.entries_of(members)
+    entries, lengths = index.row_entries(members)
     group = np.repeat(labels, lengths)
     flat = group * index.n_terms + index.indices[entries]
     values = index.weight[entries]
@@ -650,8 +653,7 @@ def presence(index: TermIndex, members: np.ndarray, columns: Sequence[int]) -> n
         return out
     position = np.full(index.n_terms, -1, dtype=np.int64)
     position[np.asarray(columns, dtype=np.int64)] = np.arange(len(columns))
-    lengths = index.indptr[members + 1] - index.indptr[members]
-    entries = index.entries_of(members)
+    entries, lengths = index.row_entries(members)
     rows = np.repeat(np.arange(len(members)), lengths)
     cols = position[index.indices[entries]]
     hit = cols >= 0
@@ -685,8 +687,7 @@ def spread_factor(index: TermIndex, members: np.ndarray, doc_of: np.ndarray, row
     factor = np.ones(index.n_terms)
     if len(members) < 2:
         return factor
-    lengths = index.indptr[members + 1] - index.indptr[members]
-    entries = index.entries_of(members)
+    entries, lengths = index.row_entries(members)
     _, local = np.unique(doc_of[members], return_inverse=True)
     weight = np.asarray(row_weight, dtype=np.float64)
     cluster_top = float(np.bincount(local, weights=weight).max() / max(weight.sum(), 1e-12))
