@@ -26,13 +26,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check knowtology_cli tests
+	$(BIN)/ruff check knowtology_cli benchmarks tests
 
 bench: $(STAMP)
 	$(BIN)/kt bench all
 
 stress: $(STAMP)
-	$(BIN)/python -m knowtology_cli.bench.stress
+	$(BIN)/python -m benchmarks.stress
 
 clean:
 	rm -rf $(VENV) .knowtology .pytest_cache

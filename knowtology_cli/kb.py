@@ -293,7 +293,7 @@ class KnowledgeBase:
         ``use_cache=False`` sends every LLM call to the model, even prompts the call log has answered
         (new calls are still validated and logged).
         """
-        from .build.runner import run_build
+        from .builders.runner import run_build
 
         name = self._collection(collection)
         self._require_collection(name)
@@ -435,7 +435,7 @@ class KnowledgeBase:
                 hits.append(Hit(chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, score=round(s.score, 6),
                                 doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index))
             elif s.chunk_id in loose:
-                from .build.snippets import make_snippet
+                from .builders.snippets import make_snippet
 
                 c = loose[s.chunk_id]
                 hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),

@@ -9,7 +9,7 @@ import random
 import pytest
 from conftest import BENCH_DATA
 
-from knowtology_cli.build.batching import (
+from knowtology_cli.builders.batching import (
     BatchLimits,
     chunk_costs,
     estimate_plan,
@@ -17,7 +17,7 @@ from knowtology_cli.build.batching import (
     plan_batches,
     seed_calls,
 )
-from knowtology_cli.build.prompts import (
+from knowtology_cli.builders.prompts import (
     TREE_REPLY_SCHEMA,
     build_messages,
     default_tree_tokens,

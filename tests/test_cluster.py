@@ -8,14 +8,14 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from knowtology_cli.build.cluster import (
+from knowtology_cli.builders.cluster import (
     ClusterItem,
     assign_to_leaves,
     build_cluster_tree,
     leaf_centroids,
     spherical_kmeans,
 )
-from knowtology_cli.build.terms import (
+from knowtology_cli.builders.terms import (
     build_term_index,
     corpus_wide_terms,
     fold_plural,
@@ -426,7 +426,7 @@ def test_examples_name_titled_documents_not_the_file_of_untitled_records() -> No
 
 def _name_fixed_tree(items: list[ClusterItem], groups: list) -> dict[str, int]:
     """Name a tree of fixed shape (nested lists of chunk-id prefixes) as the builder would; {path: size}."""
-    from knowtology_cli.build import cluster
+    from knowtology_cli.builders import cluster
 
     ids = [it.chunk_id for it in items]
 

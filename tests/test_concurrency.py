@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from knowtology_cli.bench import stress
+from benchmarks import stress
 from knowtology_cli.kb import KnowledgeBase
 from knowtology_cli.locking import StoreLock
 

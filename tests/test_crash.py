@@ -1,6 +1,6 @@
 """Crash safety (issue #6.2, #6.4): SIGKILL / SIGINT of real ``kt`` processes, and injected failures.
 
-The full harness is ``python -m knowtology_cli.bench.stress`` (``make stress``); here a few kill
+The full harness is ``python -m benchmarks.stress`` (``make stress``); here a few kill
 trials per command keep the invariants guarded in the normal suite, and in-process fault injection
 hits the narrow windows (between batches, before the index refresh, inside a prune) every time.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowtology_cli.bench import stress
+from benchmarks import stress
 from knowtology_cli.embedders.hash import HashEmbedder
 from knowtology_cli.errors import EmbeddingError
 from knowtology_cli.kb import KnowledgeBase

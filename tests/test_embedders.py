@@ -113,7 +113,7 @@ def test_local_tokenizer_limits_are_overridden(local) -> None:
 
 
 def test_local_matches_full_precision_reference(local) -> None:
-    from knowtology_cli.bench.embedder_check import check
+    from benchmarks.embedder_check import check
 
     result = check(embedder=local)
     assert result["texts"] == 50

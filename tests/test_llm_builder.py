@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from knowtology_cli.build.llm_builder import NameMerger, name_key, plan_build, prompt_hash
+from knowtology_cli.builders.llm_builder import NameMerger, name_key, plan_build, prompt_hash
 from knowtology_cli.errors import BuildError
 from knowtology_cli.llm import LLMTruncatedError, get_llm
 from knowtology_cli.llm.base import ProviderFailure
@@ -90,7 +90,7 @@ def sent_ids(llm: ScriptedLLM) -> list[list[str]]:
 
 # ------------------------------------------------------------------------------ plan
 def test_plan_create_batch_is_a_stride_sample_and_calls_stay_within_the_seed(tmp_path):
-    from knowtology_cli.build.batching import chunk_costs
+    from knowtology_cli.builders.batching import chunk_costs
 
     rows = corpus(40)
     costs = chunk_costs([(r["chunk_id"], r["text"]) for r in rows], SMALL)
@@ -285,7 +285,7 @@ def test_a_build_killed_mid_way_resumes_without_repeating_paid_calls(tmp_path):
 
 def test_a_crash_between_log_and_apply_is_served_from_the_log(tmp_path, monkeypatch):
     kb = make_kb(tmp_path, corpus(3))
-    import knowtology_cli.build.llm_builder as lb
+    import knowtology_cli.builders.llm_builder as lb
 
     real = lb.apply_reply
 

@@ -11,8 +11,8 @@ import traceback
 
 import pytest
 
-from knowtology_cli.build.prompts import TREE_REPLY_SCHEMA, build_messages
-from knowtology_cli.build.validate import check_reply, parse_reply
+from knowtology_cli.builders.prompts import TREE_REPLY_SCHEMA, build_messages
+from knowtology_cli.builders.validate import check_reply, parse_reply
 from knowtology_cli.errors import ConfigError, LLMError, LLMOutputError
 from knowtology_cli.llm import (
     ChatMessage,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from knowtology_cli.build.prompts import (
+from knowtology_cli.builders.prompts import (
     CREATE_TREE,
     EXTEND_TREE,
     PROMPT_VERSION,

@@ -296,7 +296,7 @@ INJECTED = [
 
 
 def test_prompt_injection_in_chunks_cannot_break_the_build(cli, tmp_path: Path) -> None:
-    from knowtology_cli.build.prompts import render_user
+    from knowtology_cli.builders.prompts import render_user
     from knowtology_cli.testing.fake_llm import FakeLLMServer, parse_chunks
 
     rows = [{"id": f"inj-{n}", "text": text} for n, text in enumerate(INJECTED)]

@@ -91,7 +91,7 @@ def test_rebuild_with_same_chunks_embeds_nothing() -> None:
 
 
 def _fake_llm_available() -> str | None:
-    missing = [m for m in ("knowtology_cli.testing.fake_llm", "knowtology_cli.build.llm_builder")
+    missing = [m for m in ("knowtology_cli.testing.fake_llm", "knowtology_cli.builders.llm_builder")
                if importlib.util.find_spec(m) is None]
     return f"not written yet: {', '.join(missing)}" if missing else None
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from knowtology_cli.build.snippets import ELLIPSIS, clean_markdown, make_snippet
+from knowtology_cli.builders.snippets import ELLIPSIS, clean_markdown, make_snippet
 
 REFUNDS = """# Returns and Refunds Policy
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from knowtology_cli.build.prompts import TreeCaps
-from knowtology_cli.build.validate import (
+from knowtology_cli.builders.prompts import TreeCaps
+from knowtology_cli.builders.validate import (
     check_reply,
     clean_snippet,
     normalize_path,

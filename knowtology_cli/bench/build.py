@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from knowtology_cli.build.batching import ChunkCost, chunk_costs
-from knowtology_cli.build.llm_builder import plan_build
+from knowtology_cli.builders.batching import ChunkCost, chunk_costs
+from knowtology_cli.builders.llm_builder import plan_build
 from knowtology_cli.llm.profiles import PROFILES, ModelProfile
 
 MessageFn = Callable[[str], None]
@@ -134,7 +134,7 @@ def _scratch_kb(rows: Sequence[dict], directory: Path, message: MessageFn) -> An
 def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[int],
                      max_output_tokens: int = WALL_MAX_OUTPUT, message: MessageFn = lambda _m: None) -> list[dict]:
     """Wall time of the same build at each concurrency level (cache off, fake server with ``latency``)."""
-    from knowtology_cli.build.llm_builder import LLMTreeBuilder
+    from knowtology_cli.builders.llm_builder import LLMTreeBuilder
     from knowtology_cli.llm import get_llm, get_profile
 
     profile = get_profile("gpt-4o-mini").with_overrides(max_output_tokens=max_output_tokens)
@@ -164,7 +164,7 @@ def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[i
 def full_builds(rows: Sequence[dict], *, specs: Sequence[str], concurrency: int = 4,
                 message: MessageFn = lambda _m: None) -> list[dict]:
     """Build the whole collection with each provider's SDK against the fake server (no latency)."""
-    from knowtology_cli.build.llm_builder import LLMTreeBuilder
+    from knowtology_cli.builders.llm_builder import LLMTreeBuilder
     from knowtology_cli.llm import get_llm
 
     out = []

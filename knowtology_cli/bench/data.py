@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from knowtology_cli.kb import KnowledgeBase
 
 COLLECTION = "bench"
-DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "bench-data"
+#: Where bare collection names are looked up when KNOWTOLOGY_BENCH_DATA is unset (relative to the cwd).
+DEFAULT_DATA_ROOT = Path("..") / "shared" / "bench-data"
 
 
 @dataclass

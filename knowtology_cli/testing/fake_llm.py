@@ -4,7 +4,7 @@ It answers ``POST /v1/chat/completions`` (OpenAI shape, ``usage`` included) and
 ``POST /v1/messages`` (Anthropic shape, forced ``tool_use`` block, ``usage`` included). Tree
 calls — a ``json_schema`` response format, or a forced tool — are answered by a deterministic
 keyword "brain" that reads the ``<chunk id="...">`` blocks and ``<tree>`` listing written by
-``knowtology_cli.build.prompts.render_user`` and returns a plausible 2-3 level tree. Other calls
+``knowtology_cli.builders.prompts.render_user`` and returns a plausible 2-3 level tree. Other calls
 are chat turns, answered from a script of tool calls and final texts (for ``kt ask`` tests).
 
 Faults can be injected per call (``faults=["rate_limit", None, "malformed"]``, by arrival order)

@@ -1,6 +1,6 @@
 """Ingest throughput next to the bare embedder on the same texts.
 
-``python -m knowtology_cli.bench.ingest_ratio CORPUS.jsonl [N]`` embeds the first N rows with the bare
+``python -m benchmarks.ingest_ratio CORPUS.jsonl [N]`` embeds the first N rows with the bare
 local embedder, then ingests the same rows into a fresh temporary store through
 ``KnowledgeBase.ingest`` (validation, embedding, Lance upserts, full-text and ANN index upkeep) and
 prints both rates and their ratio.

@@ -1,6 +1,6 @@
 """Quality check of the offline tree builder against CACM's ACM taxonomy and the sample corpus.
 
-    python -m knowtology_cli.bench.cluster_check [--embedder local] [--seeds 0,1,2]
+    python -m benchmarks.cluster_check [--embedder local] [--seeds 0,1,2]
         [--text-weight 0.2] [--doc-weight 0.5] [--sweep] [--ward] [--sample DIR] [--no-cacm]
 
 CACM: every document is clustered; for the 1,425 labelled ones the level-1, level-2 and leaf
@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from knowtology_cli.bench.data import cache_root, chunk_lines, load_dataset
-from knowtology_cli.build.cluster import ClusterItem, build_cluster_tree
+from knowtology_cli.builders.cluster import ClusterItem, build_cluster_tree
 from knowtology_cli.models import TreeReply
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_corpus"
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_corpus"
 
 
 def embed_cached(embedder_name: str, texts: Sequence[str], label: str) -> np.ndarray:

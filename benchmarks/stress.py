@@ -1,6 +1,6 @@
 """Crash and concurrency harness: SIGKILL ``kt ingest`` / ``kt build`` at random moments, then audit.
 
-``python -m knowtology_cli.bench.stress [--trials 20] [--seed 1] [--only ingest,build,...]`` (also
+``python -m benchmarks.stress [--trials 20] [--seed 1] [--only ingest,build,...]`` (also
 ``make stress``). Every trial runs the real ``kt`` in a subprocess on a scratch store (hash
 embedder; the fake LLM server for LLM builds), kills it at a random moment, and then checks:
 
@@ -81,7 +81,7 @@ def write_corpus(root: Path, *, rows: int = 2400, docs: int = 24, files: int = 6
 
 def expected_rows(root: Path) -> dict[str, str]:
     """chunk_id -> content hash that a complete ingest of ``root`` must hold."""
-    from ..ingest import read_inputs
+    from knowtology_cli.ingest import read_inputs
 
     batch = read_inputs([str(root)])
     if batch.problems:
@@ -171,7 +171,7 @@ def audit_store(store: Path, collection: str = "default", *, expected: dict[str,
 
     ``cli_status=False`` asks the library for the status instead of a ``kt status`` subprocess.
     """
-    from ..kb import KnowledgeBase
+    from knowtology_cli.kb import KnowledgeBase
 
     out = Audit()
     if cli_status:
@@ -441,7 +441,7 @@ def llm_builder_available() -> bool:
     try:
         import importlib
 
-        importlib.import_module("knowtology_cli.build.llm_builder")
+        importlib.import_module("knowtology_cli.builders.llm_builder")
         return True
     except ImportError:
         return False
@@ -642,7 +642,7 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m knowtology_cli.bench.stress", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="kill trials per scenario (default 20)")
     ap.add_argument("--rounds", type=int, default=2, help="concurrency rounds (default 2)")
     ap.add_argument("--rows", type=int, default=1000, help="JSONL rows in the stress corpus")
@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
             if llm_builder_available():
                 fake, ws.llm_url = start_fake_llm()
             else:
-                ws.notes.append("build-llm: PENDING — knowtology_cli.build.llm_builder is not there yet")
+                ws.notes.append("build-llm: PENDING — knowtology_cli.builders.llm_builder is not there yet")
         for scenario in [s for s in wanted if s in SCENARIOS]:
             say(f"{scenario}: {args.trials} trials")
             trials = run_crash_trials(ws, scenario, args.trials, rng, say)

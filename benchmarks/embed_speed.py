@@ -1,6 +1,6 @@
 """Throughput of the bare local embedder (texts/s and model tokens/s) on realistic paragraphs.
 
-    python -m knowtology_cli.bench.embed_speed [--corpus corpus.jsonl] [-n 200] [--threads N]
+    python -m benchmarks.embed_speed [--corpus corpus.jsonl] [-n 200] [--threads N]
 
 The paragraphs are read from a BEIR ``corpus.jsonl`` (default: SciFact under
 ``$KNOWTOLOGY_BENCH_DATA`` or ``/work/shared/bench-data``); nothing is copied anywhere.
@@ -20,7 +20,7 @@ from knowtology_cli.embedders.base import Embedder
 
 def default_corpus() -> Path:
     """SciFact's corpus in the shared benchmark data directory."""
-    root = Path(os.environ.get("KNOWTOLOGY_BENCH_DATA", "/work/shared/bench-data"))
+    root = Path(os.environ.get("KNOWTOLOGY_BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "bench-data"))
     return root / "scifact" / "corpus.jsonl"
 
 

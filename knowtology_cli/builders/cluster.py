@@ -985,10 +985,7 @@ def build_cluster_tree(
     doc_of = np.asarray([doc_codes[key] for key in keys], dtype=np.int64)
     _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0])
 
-    namer = _Namer.create(index, items, x, doc_of)
-    _name_children(root, namer, [])
-    _rename_parents(root, namer, [])
-    _set_paths(root)
+    _name_nodes(root, items, x, index, doc_of)
 
     categories: list[Category] = []
     leaf_of = np.empty(n, dtype=object)
@@ -1007,6 +1004,73 @@ def build_cluster_tree(
         for i, item in enumerate(items)
     ]
     return TreeReply(categories=categories, assignments=assignments)
+
+
+def _name_nodes(root: _Node, items: Sequence[ClusterItem], x: np.ndarray, index: TermIndex,
+                doc_of: np.ndarray) -> None:
+    """Name and describe every node under ``root`` (its structure fixed) and set the paths."""
+    namer = _Namer.create(index, items, x, doc_of)
+    _name_children(root, namer, [])
+    _rename_parents(root, namer, [])
+    _set_paths(root)
+
+
+def name_tree(
+    items: Sequence[ClusterItem],
+    vectors: np.ndarray,
+    leaf_of: Sequence[str],
+    *,
+    seed: int = 0,
+    text_weight: float = 0.2,
+    doc_weight: float = 1.0,
+) -> dict[str, tuple[str, str]]:
+    """Offline names for a tree whose shape is given: ``leaf_of[i]`` is item ``i``'s leaf path.
+
+    Returns ``{given path: (name, description)}`` for every node (each path prefix). The shape is
+    kept as it is; only names and descriptions are (re)computed from the members, as a full build
+    would name them. Incremental builds use it to refresh nodes whose membership changed.
+    """
+    n = len(items)
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != n or len(leaf_of) != n:
+        raise BuildError(f"name_tree got {n} items, {len(leaf_of)} leaf paths and vectors of shape {matrix.shape}")
+    if n == 0:
+        return {}
+    index = build_term_index(
+        [it.text for it in items], [it.title for it in items], [it.file_name or it.doc_id for it in items]
+    )
+    x = _features(items, matrix, index, text_weight, doc_weight, seed)
+    keys = [it.doc_id or it.file_name or it.chunk_id for it in items]
+    doc_codes = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    doc_of = np.asarray([doc_codes[key] for key in keys], dtype=np.int64)
+    root = _Node(members=np.arange(n), level=0)
+    given: dict[int, str] = {}  # id(node) -> the path it was given
+
+    def grow(node: _Node, prefix: str, rows: np.ndarray) -> None:
+        groups: dict[str, list[int]] = {}
+        depth = prefix.count("/") + 1 if prefix else 0
+        for r in rows.tolist():
+            segments = leaf_of[r].split("/")
+            if len(segments) > depth:
+                groups.setdefault(segments[depth], []).append(r)
+        for segment in sorted(groups):
+            path = f"{prefix}/{segment}" if prefix else segment
+            child = _Node(members=np.asarray(groups[segment], dtype=np.int64), level=node.level + 1)
+            given[id(child)] = path
+            node.children.append(child)
+            grow(child, path, child.members)
+
+    grow(root, "", root.members)
+    _name_nodes(root, items, x, index, doc_of)
+    out: dict[str, tuple[str, str]] = {}
+
+    def collect(node: _Node) -> None:
+        for child in node.children:
+            out[given[id(child)]] = (child.name, child.description)
+            collect(child)
+
+    collect(root)
+    return out
 
 
 def leaf_centroids(paths: Sequence[str], vectors: np.ndarray) -> dict[str, np.ndarray]:

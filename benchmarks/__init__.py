@@ -1,0 +1,1 @@
+"""Developer harnesses outside the wheel: kill/stress trials, embedder and clustering checks."""
