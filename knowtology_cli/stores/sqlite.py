@@ -72,6 +72,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX ix_llm_calls_hash ON llm_calls (prompt_hash, status);
     """,
+    # 2: the chunk count of each collection, so browse can tell what is not mapped yet
+    """
+    ALTER TABLE collections ADD COLUMN chunks INTEGER;
+    """,
 ]
 
 
@@ -204,6 +208,10 @@ class SQLiteTreeStore(TreeStore):
             conn.execute(
                 "UPDATE collections SET builder = ?, updated_at = ? WHERE name = ?", (builder, time.time(), name)
             )
+
+    def set_chunk_count(self, name: str, chunks: int) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE collections SET chunks = ? WHERE name = ?", (chunks, name))
 
     def drop_collection(self, name: str) -> None:
         with self._transaction() as conn:
@@ -399,6 +407,7 @@ def _collection(row: sqlite3.Row) -> CollectionInfo:
         dimension=row["dimension"],
         builder=row["builder"],
         source=json.loads(row["source"]) if row["source"] else None,
+        chunks=row["chunks"],
     )
 
 
