@@ -7,7 +7,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress clean
+.PHONY: install demo test lint bench stress tour clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)
 
 stress: $(STAMP)
 	$(BIN)/python -m benchmarks.stress
+
+tour: $(STAMP)
+	$(BIN)/python scripts/tour.py
 
 clean:
 	rm -rf $(VENV) .knowtology .pytest_cache
