@@ -333,14 +333,6 @@ def _int(opts: dict[str, str], flag: str, default: int | None) -> int | None:
     return value
 
 
-def _split_ids(rest: str) -> list[str]:
-    try:
-        tokens = shlex.split(rest)
-    except ValueError:
-        tokens = rest.split()
-    return [t for token in tokens for t in token.split(",") if t]
-
-
 class ReplCompleter(Completer):
     """Completes command names, category paths (one segment at a time) and chunk ids."""
 
