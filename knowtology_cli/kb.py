@@ -359,19 +359,21 @@ class KnowledgeBase:
             normalized, description = ROOT, ""
             count = sum(n.chunk_count for n in level_nodes)
             unmapped = self._unmapped(info, count, has_tree=bool(level_nodes))
+        # built from the tree store's records, already valid: model_construct skips re-validation
         children: list[NodeSummary] = []
         for level in range(max(1, depth)):
-            children.extend(NodeSummary(path=n.path, name=n.name, description=n.description, level=n.level,
-                                        chunk_count=n.chunk_count) for n in level_nodes)
+            children.extend(NodeSummary.model_construct(path=n.path, name=n.name, description=n.description,
+                                                        level=n.level, chunk_count=n.chunk_count)
+                            for n in level_nodes)
             if level + 1 < depth:
                 level_nodes = [c for n in level_nodes for c in self.tree.children(name, n.path)]
         chunks: list[ChunkLead] = []
         if segments and not any(c.level == len(segments) + 1 for c in children):
-            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet)
+            chunks = [ChunkLead.model_construct(chunk_id=m.chunk_id, snippet=m.snippet)
                       for m in self.tree.mappings(name, under=normalized) if m.path == normalized]
         children.sort(key=lambda c: c.path)
-        return BrowseResult(collection=name, path=normalized, description=description, chunk_count=count,
-                            children=children, chunks=chunks, unmapped=unmapped)
+        return BrowseResult.model_construct(collection=name, path=normalized, description=description,
+                                            chunk_count=count, children=children, chunks=chunks, unmapped=unmapped)
 
     def _unmapped(self, info: CollectionInfo, mapped: int, *, has_tree: bool) -> int:
         """Chunks not in the map: from the count recorded at ingest/build; without one (a store

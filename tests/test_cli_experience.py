@@ -375,3 +375,16 @@ def test_closed_pipe_exits_quietly_with_zero(store: Path, args: tuple[str, ...])
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err
     assert err == ""
+
+
+def test_browse_into_a_pipe_loads_no_rich_console_and_builds_no_validators(store: Path) -> None:
+    """Guards kt browse's start-up (issue 16, item 8; the time itself is measured by kt bench speed)."""
+    code = ("import sys\n"
+            f"sys.argv = ['kt', 'browse', '--store', {str(store)!r}]\n"
+            "from knowtology_cli.cli.app import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', *sorted(m for m in ('rich.console', 'importlib.metadata', 'lance', 'numpy', "
+            "'prompt_toolkit') if m in sys.modules), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=120)
+    assert proc.stdout.startswith("root (4 chunks)")
+    assert proc.stderr.strip() == "LOADED", proc.stderr

@@ -97,8 +97,9 @@ def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     Each round starts the three as fresh processes back to back, in an order that rotates from
     round to round, and takes each command's ratio to that round's ``python -c pass``: pairing
     cancels most of the drift a busy machine adds, and the median of the ratios is reported (with
-    the median walls). The package is byte-compiled first and each command run once unmeasured,
-    so every round reads cached bytecode and a warm page cache, as a user's second run does.
+    the median walls). The package is byte-compiled first (also when PYTHONDONTWRITEBYTECODE is
+    set) and each command run once unmeasured, so every round reads cached bytecode and a warm
+    page cache, as a user's second run does.
     """
     import compileall
 
@@ -131,7 +132,7 @@ def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
                      "python_ms": round(statistics.median(walls["python -c pass"]) * 1000, 1),
                      "x_python": round(ratio, 2), "target": STARTUP_TARGETS[name],
                      "within_target": ratio <= STARTUP_TARGETS[name]})
-    return {"runs": runs, "rows": rows, "bytecode_writes": not sys.dont_write_bytecode}
+    return {"runs": runs, "rows": rows}
 
 
 def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
@@ -402,10 +403,8 @@ def startup_markdown(startup: dict[str, Any]) -> str:
     """The start-up section: paired medians against the issue-16 targets."""
     from knowtology_cli.bench.report import table
 
-    note = "" if startup.get("bytecode_writes", True) else (
-        " PYTHONDONTWRITEBYTECODE was set: modules without cached bytecode were compiled on every run.")
     return (f"### Start-up (paired with `python -c pass`, median of {startup['runs']} rounds; "
             f"{startup['collection']}: {startup['chunks']:,} chunks, {startup['categories']} categories)\n\n"
             + table(startup["rows"], ["command", "median_ms", "python_ms", "x_python", "target", "within_target"],
                     ["command", "median ms", "python -c pass ms", "× python (paired median)", "target ×",
-                     "within target"]) + note)
+                     "within target"]))

@@ -26,29 +26,42 @@ _TYPE_METAVARS: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", b
 
 
 class _PlainArgument(TyperArgument):
-    """An argument shown as ``NAME`` / ``NAMES...`` / ``[NAME]`` (no ``<list[str]>``)."""
+    """An argument shown as ``NAME`` / ``NAMES...`` / ``[NAME]`` (not ``{NAME}`` or ``<list[str]>``)."""
 
+    def make_metavar(self, ctx: Any = None, *, usage: bool = False) -> str:
+        name = str(self.metavar) + ("..." if self.nargs != 1 else "")
+        return f"[{name}]" if usage and not self.required else name
+
+    # typer ≥ 0.29 draws help and usage through these instead
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
     def _rich_display_name(self) -> str:
-        return str(self.metavar) + ("..." if self.nargs != 1 else "")
+        return self.make_metavar()
 
     def _usage_display_name(self) -> str:
-        name = self._rich_display_name()
-        return name if self.required else f"[{name}]"
+        return self.make_metavar(usage=True)
+
+
+#: click parameter-type names -> the metavars click itself prints
+_CLICK_TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "integer": "INTEGER", "int": "INTEGER", "float": "FLOAT",
+                        "integer range": "INTEGER", "int range": "INTEGER", "float range": "FLOAT", "path": "PATH", "boolean": "BOOLEAN"}
 
 
 def _option_metavar(param: TyperOption) -> str:
-    desc = getattr(param, "type_descriptor", None)
-    if desc is None:
-        return str(getattr(getattr(param, "type", None), "name", "value")).upper()
-    if desc.is_choice and desc.choices:
-        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
-    annotation = desc.annotation
-    if desc.is_list:
-        annotation = (getattr(annotation, "__args__", None) or (str,))[0]
-    return _TYPE_METAVARS.get(annotation, "VALUE")
+    desc = getattr(param, "type_descriptor", None)  # typer ≥ 0.29
+    if desc is not None:
+        if desc.is_choice and desc.choices:
+            return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
+        annotation = desc.annotation
+        if desc.is_list:
+            annotation = (getattr(annotation, "__args__", None) or (str,))[0]
+        return _TYPE_METAVARS.get(annotation, "VALUE")
+    kind = getattr(param, "type", None)
+    choices = getattr(kind, "choices", None)
+    if choices:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    return _CLICK_TYPE_METAVARS.get(str(getattr(kind, "name", "")).lower(), "VALUE")
 
 
 def tidy_params(command: Any) -> Any:

@@ -79,8 +79,10 @@ MIGRATIONS: list[str] = [
 ]
 
 
+# Rows this store wrote are trusted: model_construct skips re-validating them, which also keeps
+# `kt browse` from building pydantic validators (and importing pydantic's plugin loader) at all.
 def _node(row: sqlite3.Row) -> TreeNode:
-    return TreeNode(
+    return TreeNode.model_construct(
         id=row["id"],
         collection=row["collection"],
         parent_id=row["parent_id"],
@@ -93,7 +95,7 @@ def _node(row: sqlite3.Row) -> TreeNode:
 
 
 def _mapping(row: sqlite3.Row) -> ChunkMapping:
-    return ChunkMapping(
+    return ChunkMapping.model_construct(
         collection=row["collection"],
         chunk_id=row["chunk_id"],
         tree_node_id=row["tree_node_id"],
