@@ -354,6 +354,9 @@ def test_help_documents_completion_and_shows_no_python_types() -> None:
     assert "-k, --top-k INTEGER" in kt("search", "--help").stdout
     script = kt("--show-completion", "bash", SHELL="/bin/bash")
     assert script.returncode == 0 and "_KT_COMPLETE" in script.stdout
+    # what the installed script asks kt for: subcommand names and options, built lazily on demand
+    assert kt(_KT_COMPLETE="complete_bash", COMP_WORDS="kt bro", COMP_CWORD="1").stdout.split() == ["browse"]
+    assert "--depth" in kt(_KT_COMPLETE="complete_bash", COMP_WORDS="kt browse --de", COMP_CWORD="2").stdout
 
 
 def test_no_color_drops_bold_and_force_color_styles_pipes(store: Path) -> None:
