@@ -7,7 +7,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress clean
+.PHONY: install demo test browser screenshot lint bench stress clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,8 +22,24 @@ install: $(STAMP)
 demo: $(STAMP)
 	bash scripts/demo.sh
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# The HTML export's browser test drives Chromium through ChromeDriver. When they are missing and
+# apt-get can run as root (CI, a Debian/Ubuntu box) install the OS packages; otherwise that test
+# skips and the pytest summary says why.
+browser:
+	@if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || \
+	    command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium and chromium-driver for the HTML page's browser test"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+	    || echo "note: could not install chromium; the HTML page's browser test will skip"; \
+	else echo "note: no Chromium/ChromeDriver (and no root apt-get); the HTML page's browser test will skip"; fi
+
+# Refresh the README screenshot of the exported HTML page (taken by the browser test).
+screenshot: $(STAMP) browser
+	KT_UPDATE_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_export_browser.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check knowtology_cli benchmarks tests

@@ -151,15 +151,15 @@ def _chunk_html(chunk: ChunkEntry, link_base: str) -> str:
     if href:
         about.append(f'<a class="src" href="{escape(href, quote=True)}">{escape(source_label(chunk))}</a>')
     return (f'<li class="chunk" data-id="{escape(chunk.chunk_id, quote=True)}">'
-            f'<span class="snip">{escape(chunk.snippet)}</span><span class="about">{" · ".join(about)}</span></li>')
+            f'<span class="snip">{escape(chunk.snippet)}</span> <span class="about">{" · ".join(about)}</span></li>')
 
 
 def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[str, list[ChunkEntry]],
                link_base: str, out: list[str]) -> None:
     desc = f'<span class="desc">{escape(node.description)}</span>' if node.description else ""
     out.append(f'<li class="node" data-path="{escape(node.path, quote=True)}" data-level="{node.level}"><details>'
-               f'<summary><span class="name">{escape(node.name)}</span>'
-               f'<span class="count" data-total="{node.chunk_count}">{node.chunk_count}</span>{desc}</summary>')
+               f'<summary><span class="name">{escape(node.name)}</span> '
+               f'<span class="count" data-total="{node.chunk_count}">{node.chunk_count}</span> {desc}</summary>')
     children = kids.get(node.path, [])
     if children:
         out.append("<ul>")
