@@ -438,3 +438,9 @@ def test_serve_map_page_needs_the_token_when_one_is_set(built: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize("command", ["export", "import-tree"])
+def test_commands_have_help(command: str) -> None:
+    result = kt(command, "--help")
+    assert "Usage" in result.stdout and len(result.stdout.splitlines()) > 4
