@@ -12,6 +12,8 @@ from conftest import KT, SAMPLE
 
 from knowtology_cli.export import SCHEMA, SCHEMA_VERSION, parse_document, render_markdown, render_mermaid
 
+pytest_plugins = ("scale_fixtures",)
+
 
 def kt(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
     """Run the installed ``kt`` console script (a real process, real stores)."""
@@ -444,3 +446,22 @@ def test_serve_map_page_needs_the_token_when_one_is_set(built: Path) -> None:
 def test_commands_have_help(command: str) -> None:
     result = kt(command, "--help")
     assert "Usage" in result.stdout and len(result.stdout.splitlines()) > 4
+
+
+def test_round_trip_onto_a_postgres_tree_store(cli, docs_dir: Path, tmp_path: Path, pg_dsn: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same document lands the same tree in PostgreSQL (KNOWTOLOGY_TREE_DSN) as in SQLite."""
+    source, target = tmp_path / "sqlite-store", tmp_path / "pg-store"
+    assert cli("ingest", docs_dir, "--embedder", "hash", "--store", source).exit_code == 0
+    assert cli("build", "--builder", "cluster", "--store", source).exit_code == 0
+    document = tmp_path / "tree.json"
+    assert cli("export", "-o", document, "--store", source).exit_code == 0
+    expected = _browse_all(source)
+    monkeypatch.setenv("KNOWTOLOGY_TREE_DSN", pg_dsn)
+    assert cli("ingest", docs_dir, "--embedder", "hash", "--store", target).exit_code == 0
+    report = cli("import-tree", document, "--json", "--store", target)
+    assert report.exit_code == 0 and json.loads(report.stdout)["unmapped_in_store"] == []
+    assert _browse_all(target) == expected
+    refused = cli("import-tree", document, "--store", target)
+    assert refused.exit_code == 1 and "already has a tree" in refused.stderr
+    assert _browse_all(target) == expected
