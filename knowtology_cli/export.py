@@ -2,8 +2,8 @@
 
 The JSON document (``format: "knowtology-tree"``, ``version: 1``; schema in docs/export.md) is the
 one shape scripts rely on: every node (path, name, description, level, counts) and every mapped
-chunk (node path, snippet, doc id, file, chunk index, title, content hash, source range when the
-chunk carries one). ``import_tree`` turns such a document back into a collection's tree, so a tree
+chunk (node path, snippet, doc id, file, chunk index, title, content hash, and section and line or
+page range when the chunk carries them). ``import_tree`` turns such a document back into a collection's tree, so a tree
 built once (e.g. with an LLM) can ship with its corpus. Nothing here touches a terminal or a store
 directly: ``KnowledgeBase.export_tree`` / ``import_tree`` gather and apply the data.
 """
@@ -41,14 +41,6 @@ class _Entry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-class SourceRange(_Entry):
-    """Where a chunk came from inside its file: section titles and a line or page range (1-based, inclusive)."""
-
-    title_path: list[str] = Field(default_factory=list)
-    lines: tuple[int, int] | None = None
-    pages: tuple[int, int] | None = None
-
-
 class NodeEntry(_Entry):
     """One category: its full path, the last segment as name, level 1-3, chunks under it, child count."""
 
@@ -71,7 +63,9 @@ class ChunkEntry(_Entry):
     chunk_index: int = 0
     title: str = ""
     content_hash: str = ""
-    source: SourceRange | None = None
+    section: str = ""
+    lines: tuple[int, int] | None = None
+    pages: tuple[int, int] | None = None
 
 
 class TreeDocument(_Entry):
@@ -96,34 +90,19 @@ class TreeDocument(_Entry):
 
 # building the document ------------------------------------------------------------------------
 
-def source_range(chunk: Chunk) -> SourceRange | None:
-    """The chunk's provenance from its metadata, when ingest recorded one.
-
-    Reads ``title_path`` (list, or a string joined by ``›``), and ``lines`` / ``pages`` as a
-    ``[start, end]`` pair or as ``line_start``/``line_end`` and ``page_start``/``page_end``.
-    """
-    meta = chunk.metadata or {}
-    titles = meta.get("title_path", meta.get("section_path"))
-    if isinstance(titles, str):
-        titles = [t.strip() for t in titles.split("›") if t.strip()]
-    titles = [str(t) for t in titles] if isinstance(titles, list) else []
-    lines, pages = _span(meta, "lines"), _span(meta, "pages")
-    if not titles and lines is None and pages is None:
-        return None
-    return SourceRange(title_path=titles, lines=lines, pages=pages)
+def provenance(chunk: Chunk | None) -> dict[str, Any]:
+    """The chunk's place in its file, as ingest records it in the chunk's metadata: ``section``
+    (heading trail ``A › B``), ``lines`` or ``pages`` (``[first, last]``, 1-based, inclusive)."""
+    meta = chunk.metadata if chunk is not None else {}
+    section = meta.get("section")
+    return {"section": section if isinstance(section, str) else "",
+            "lines": _span(meta.get("lines")), "pages": _span(meta.get("pages"))}
 
 
-def _span(meta: Mapping[str, Any], key: str) -> tuple[int, int] | None:
-    value = meta.get(key)
-    if isinstance(value, Mapping):
-        value = [value.get("start"), value.get("end")]
-    if value is None:
-        unit = key[:-1]
-        value = [meta.get(f"{unit}_start"), meta.get(f"{unit}_end")]
-    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+def _span(value: Any) -> tuple[int, int] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
         return (int(value[0]), int(value[1]))
-    if isinstance(value, int):
-        return (value, value)
     return None
 
 
@@ -154,7 +133,7 @@ def build_document(
         chunk_entries.append(ChunkEntry(
             chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, doc_id=m.doc_id, file_name=m.file_name,
             chunk_index=m.chunk_index, title=c.title if c else "", content_hash=c.content_hash if c else "",
-            source=source_range(c) if c else None))
+            **provenance(c)))
     return TreeDocument(generator=generator, collection=collection, root=root, builder=builder, embedder=embedder,
                         chunk_count=len(chunk_entries), nodes=node_entries, chunks=chunk_entries,
                         unmapped=sorted(unmapped) if unmapped is not None else None)
@@ -284,23 +263,19 @@ def source_href(chunk: ChunkEntry, link_base: str = "") -> str | None:
     path = quote(chunk.file_name.replace("\\", "/"), safe="/")
     path = re.sub(r"^/+", "/", path)
     href = (link_base.rstrip("/") + "/" + path.lstrip("/")) if link_base else path
-    if chunk.source and chunk.source.lines:
-        href += f"#L{chunk.source.lines[0]}-L{chunk.source.lines[1]}"
-    elif chunk.source and chunk.source.pages:
-        href += f"#page={chunk.source.pages[0]}"
+    if chunk.lines:
+        href += f"#L{chunk.lines[0]}-L{chunk.lines[1]}"
+    elif chunk.pages:
+        href += f"#page={chunk.pages[0]}"
     return href
 
 
 def source_label(chunk: ChunkEntry) -> str:
-    """``file:120-164`` (lines), ``file p. 3-4`` (pages), else the file name."""
+    """``file:120-164`` (lines), ``file:p3-4`` (pages), else the file name — the form ``kt read`` cites."""
     label = chunk.file_name or chunk.doc_id
-    src = chunk.source
-    if src and src.lines:
-        a, b = src.lines
-        label += f":{a}" + (f"-{b}" if b != a else "")
-    elif src and src.pages:
-        a, b = src.pages
-        label += f" p. {a}" + (f"-{b}" if b != a else "")
+    for prefix, span in (("", chunk.lines), ("p", chunk.pages)):
+        if span:
+            return f"{label}:{prefix}{span[0]}" + (f"-{span[1]}" if span[1] != span[0] else "")
     return label
 
 

@@ -18,7 +18,6 @@ from .models import (
     BrowseResult,
     Category,
     ChunkLead,
-    ChunkMapping,
     CollectionStatus,
     Hit,
     IngestReport,
@@ -561,7 +560,9 @@ class KnowledgeBase:
         lists all three. ``strict`` refuses any such difference; an existing tree is replaced only
         with ``replace``.
         """
+        from .builders.runner import apply_reply
         from .export import parse_document
+        from .models import Assignment, TreeReply
 
         doc = parse_document(document, source)
         name = self._collection(collection)
@@ -585,21 +586,16 @@ class KnowledgeBase:
                 raise InputError(f"{source}: the document and collection {name!r} differ: {len(missing)} chunks "
                                  f"missing from the store, {len(not_listed)} store chunks not in the document, "
                                  f"{len(changed)} changed since the export", hint="drop --strict to import anyway")
-            meta = {c.chunk_id: c for c in self.vectors.get(name, [c.chunk_id for c in present], with_text=False)}
-            mappings = []
-            for entry in present:
-                chunk = meta[entry.chunk_id]
-                # a changed chunk keeps the exported hash, so status calls it stale and build re-places it
-                mappings.append((ChunkMapping(collection=name, chunk_id=entry.chunk_id, tree_node_id=0,
-                                              snippet=entry.snippet, doc_id=chunk.doc_id, file_name=chunk.file_name,
-                                              chunk_index=chunk.chunk_index, path=entry.path),
-                                 entry.content_hash or chunk.content_hash))
-            categories = [Category(path=n.path, description=n.description) for n in doc.nodes]
-            self.tree.apply(name, categories, mappings, replace=True)
+            # a changed chunk keeps the exported hash, so status calls it stale and build re-places it
+            hashes = {c.chunk_id: c.content_hash or stored[c.chunk_id][0] for c in present}
+            reply = TreeReply(categories=[Category(path=n.path, description=n.description) for n in doc.nodes],
+                              assignments=[Assignment(chunk_id=c.chunk_id, path=c.path, snippet=c.snippet)
+                                           for c in present])
+            apply_reply(self, name, reply, hashes, replace=True)  # the one way mappings are written
             self.tree.set_builder(name, doc.builder)
             nodes = self.tree.nodes(name)
         return TreeImportReport(collection=name, source=source, builder=doc.builder, replaced=bool(existing),
-                                nodes=len(nodes), mapped=len(mappings),
+                                nodes=len(nodes), mapped=len(present),
                                 dropped_nodes=len({n.path for n in doc.nodes} - {n.path for n in nodes}),
                                 missing_from_store=missing, unmapped_in_store=not_listed, changed=changed)
 

@@ -349,13 +349,14 @@ def test_json_flag_wraps_any_format_in_one_document(built: Path) -> None:
 
 
 def test_source_ranges_travel_into_every_format(tmp_path: Path) -> None:
-    """A chunk's provenance (title path, line or page range in its metadata) reaches JSON, links and labels."""
+    """A chunk's provenance (section, line or page range in its metadata) reaches JSON, links and labels."""
     rows = [
         {"chunk_id": "a", "file_name": "guide/setup.md", "text": "Install the agent on every host.",
-         "metadata": {"title_path": ["Guide", "Setup"], "lines": [12, 30]}},
+         "metadata": {"section": "Guide › Setup", "lines": [12, 30]}},
         {"chunk_id": "b", "file_name": "manual.pdf", "text": "Torque the bolts to 40 Nm.",
-         "metadata": {"title_path": "Manual › Assembly", "page_start": 3, "page_end": 4}},
-        {"chunk_id": "c", "file_name": "javascript:alert(1)", "text": "Nothing special here at all."},
+         "metadata": {"section": "Manual › Assembly", "pages": [3, 4]}},
+        {"chunk_id": "c", "file_name": "javascript:alert(1)", "text": "Nothing special here at all.",
+         "metadata": {"lines": "not a range"}},
     ]
     source = tmp_path / "rows.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
@@ -366,12 +367,13 @@ def test_source_ranges_travel_into_every_format(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text(json.dumps(doc), encoding="utf-8")
     kt("import-tree", tmp_path / "t.json", "--store", store)
     chunks = {c["chunk_id"]: c for c in json.loads(kt("export", "--store", store).stdout)["chunks"]}
-    assert chunks["a"]["source"] == {"title_path": ["Guide", "Setup"], "lines": [12, 30], "pages": None}
-    assert chunks["b"]["source"] == {"title_path": ["Manual", "Assembly"], "lines": None, "pages": [3, 4]}
-    assert chunks["c"]["source"] is None
+    place = {k: {f: chunks[k][f] for f in ("section", "lines", "pages")} for k in chunks}
+    assert place == {"a": {"section": "Guide › Setup", "lines": [12, 30], "pages": None},
+                     "b": {"section": "Manual › Assembly", "lines": None, "pages": [3, 4]},
+                     "c": {"section": "", "lines": None, "pages": None}}
     html = kt("export", "-f", "html", "--link-base", "https://example.org/repo/", "--store", store).stdout
     assert 'href="https://example.org/repo/guide/setup.md#L12-L30">guide/setup.md:12-30</a>' in html
-    assert 'href="https://example.org/repo/manual.pdf#page=3">manual.pdf p. 3-4</a>' in html
+    assert 'href="https://example.org/repo/manual.pdf#page=3">manual.pdf:p3-4</a>' in html
     assert 'href="https://example.org/repo/javascript%3Aalert%281%29"' in html
     relative = kt("export", "-f", "markdown", "--store", store).stdout
     assert "(<guide/setup.md#L12-L30>)" in relative and "(<javascript%3Aalert%281%29>)" in relative
