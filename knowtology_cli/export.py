@@ -225,7 +225,8 @@ def _check_consistency(doc: TreeDocument, label: str) -> None:
 
 # rendering ------------------------------------------------------------------------------------
 
-def _children_index(doc: TreeDocument) -> tuple[dict[str, list[NodeEntry]], dict[str, list[ChunkEntry]]]:
+def children_index(doc: TreeDocument) -> tuple[dict[str, list[NodeEntry]], dict[str, list[ChunkEntry]]]:
+    """Child categories by parent path (``"root"`` for the top, by name) and chunks by leaf path."""
     kids: dict[str, list[NodeEntry]] = {}
     paths = {n.path for n in doc.nodes}
     for node in doc.nodes:
@@ -237,10 +238,6 @@ def _children_index(doc: TreeDocument) -> tuple[dict[str, list[NodeEntry]], dict
     for chunk in doc.chunks:
         leaves.setdefault(chunk.path, []).append(chunk)
     return kids, leaves
-
-
-def _tops(doc: TreeDocument, kids: dict[str, list[NodeEntry]]) -> list[NodeEntry]:
-    return kids.get("root", [])
 
 
 def _check_link_base(link_base: str) -> str:
@@ -279,7 +276,8 @@ def source_label(chunk: ChunkEntry) -> str:
     return label
 
 
-def _summary_line(doc: TreeDocument) -> str:
+def summary_line(doc: TreeDocument) -> str:
+    """``232 chunks · 64 categories · built with cluster`` for page and outline headers."""
     parts = [f"{doc.chunk_count} chunks", f"{len(doc.nodes)} categories"]
     if doc.builder:
         parts.append(f"built with {doc.builder}")
@@ -288,7 +286,8 @@ def _summary_line(doc: TreeDocument) -> str:
     return " · ".join(parts)
 
 
-def _title(doc: TreeDocument) -> str:
+def display_title(doc: TreeDocument) -> str:
+    """The collection, and the exported subtree's path when there is one."""
     return doc.collection + ("" if doc.root == "root" else f" › {doc.root.replace('/', ' › ')}")
 
 
@@ -307,8 +306,8 @@ def _md(text: str) -> str:
 def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: str = "") -> str:
     """A nested list: ``**name** (count) — description``; chunks as ``[id](source) snippet`` under leaves."""
     base = _check_link_base(link_base)
-    kids, leaves = _children_index(doc)
-    out = [f"# Knowledge map: {_md(_title(doc))}", "", _md(_summary_line(doc)), ""]
+    kids, leaves = children_index(doc)
+    out = [f"# Knowledge map: {_md(display_title(doc))}", "", _md(summary_line(doc)), ""]
     top_level = min((n.level for n in doc.nodes), default=1)
 
     def walk(node: NodeEntry, indent: int) -> None:
@@ -323,7 +322,7 @@ def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: s
             ident = f"[{_md(chunk.chunk_id)}](<{href}>)" if href else _md(chunk.chunk_id)
             out.append(f"{'  ' * (indent + 1)}- {ident} {_md(chunk.snippet)}")
 
-    for node in _tops(doc, kids):
+    for node in kids.get("root", []):
         walk(node, 0)
     if not doc.nodes:
         out.append("_No tree yet: run `kt build`._")
@@ -340,9 +339,9 @@ def _mermaid_label(text: str) -> str:
 
 def render_mermaid(doc: TreeDocument, *, depth: int | None = None) -> tuple[str, list[str]]:
     """A ``flowchart LR`` of the categories with counts (chunks are left out), and warnings."""
-    kids, _ = _children_index(doc)
-    tops = _tops(doc, kids)
-    title = _mermaid_label(_title(doc))
+    kids, _ = children_index(doc)
+    tops = kids.get("root", [])
+    title = _mermaid_label(display_title(doc))
     ids = {"root": "n0"}
     top_level = min((n.level for n in doc.nodes), default=1)
     if doc.root != "root" and len(tops) == 1 and tops[0].path == doc.root:  # a subtree: its node is the root

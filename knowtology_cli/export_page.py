@@ -174,10 +174,10 @@ def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[s
 
 def render(doc: TreeDocument, *, link_base: str = "") -> str:
     """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty)."""
-    from .export import _children_index, _summary_line, _title, _tops
+    from .export import children_index, display_title, summary_line
 
-    kids, leaves = _children_index(doc)
-    title = _title(doc)
+    kids, leaves = children_index(doc)
+    title = display_title(doc)
     out = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -186,7 +186,7 @@ def render(doc: TreeDocument, *, link_base: str = "") -> str:
         f'<meta name="generator" content="{escape(doc.generator, quote=True)}">',
         f"<title>Knowledge map — {escape(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f'<header><h1>{escape(title)}</h1><p class="meta">{escape(_summary_line(doc))}</p>',
+        f'<header><h1>{escape(title)}</h1><p class="meta">{escape(summary_line(doc))}</p>',
         '<div class="controls"><input id="filter" type="search" autocomplete="off" '
         'placeholder="Filter categories and snippets…" aria-label="Filter categories and snippets">',
         '<button id="expand-all" type="button">Expand all</button>'
@@ -195,7 +195,7 @@ def render(doc: TreeDocument, *, link_base: str = "") -> str:
         "<noscript><p class=\"meta\">The filter needs JavaScript; the tree works without it.</p></noscript>",
         '</header><main><ul class="tree" id="tree">',
     ]
-    for node in _tops(doc, kids):
+    for node in kids.get("root", []):
         _node_html(node, kids, leaves, link_base, out)
     out.append("</ul>")
     if not doc.nodes:
