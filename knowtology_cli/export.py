@@ -16,7 +16,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,8 +71,8 @@ class ChunkEntry(_Entry):
 class TreeDocument(_Entry):
     """The exported tree of one collection (or of one subtree when ``root`` is a path)."""
 
-    format: str = SCHEMA
-    version: int = SCHEMA_VERSION
+    format: Literal["knowtology-tree"] = SCHEMA
+    version: int = Field(default=SCHEMA_VERSION, ge=1)
     generator: str = ""
     collection: str = ""
     root: str = "root"
@@ -82,6 +82,13 @@ class TreeDocument(_Entry):
     nodes: list[NodeEntry] = Field(default_factory=list)
     chunks: list[ChunkEntry] = Field(default_factory=list)
     unmapped: list[str] | None = None
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The document's JSON Schema (committed as docs/tree-document.schema.json)."""
+        schema = cls.model_json_schema()
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
+                "title": f"Knowtology tree document, version {SCHEMA_VERSION}"}
 
     def to_json(self) -> str:
         """The document as indented UTF-8 JSON (stable key and row order, so exports diff well)."""

@@ -467,3 +467,19 @@ def test_round_trip_onto_a_postgres_tree_store(cli, docs_dir: Path, tmp_path: Pa
     refused = cli("import-tree", document, "--store", target)
     assert refused.exit_code == 1 and "already has a tree" in refused.stderr
     assert _browse_all(target) == expected
+
+
+def test_committed_json_schema_matches_the_model_and_validates_exports(exported: Path) -> None:
+    """docs/tree-document.schema.json is the model's schema, and a real export satisfies it."""
+    from conftest import ROOT
+
+    from knowtology_cli.export import TreeDocument
+
+    committed = json.loads((ROOT / "docs" / "tree-document.schema.json").read_text(encoding="utf-8"))
+    assert committed == TreeDocument.json_schema(), "regenerate docs/tree-document.schema.json (see docs/export.md)"
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(_doc(exported), committed)
+    broken = _doc(exported)
+    broken["nodes"][0]["level"] = 4
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, committed)
