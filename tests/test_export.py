@@ -293,7 +293,9 @@ def test_markdown_and_mermaid_exports_of_the_sample_tree(built: Path, exported: 
     tokens = MarkdownIt("commonmark").parse(markdown)
     assert sum(1 for t in tokens if t.type == "list_item_open") == len(doc["nodes"]) + len(doc["chunks"])
     links = [c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children if c.type == "link_open"]
-    assert sorted(links) == sorted(c["file_name"] for c in doc["chunks"])
+    ranges = [f"#L{c['lines'][0]}-L{c['lines'][1]}" if c["lines"] else f"#page={c['pages'][0]}" if c["pages"] else ""
+              for c in doc["chunks"]]
+    assert sorted(links) == sorted(c["file_name"] + r for c, r in zip(doc["chunks"], ranges))
 
     mermaid = kt("export", "--format", "mermaid", "--store", built).stdout
     lines = mermaid.splitlines()
