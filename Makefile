@@ -9,7 +9,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test browser screenshot lint bench stress clean
+.PHONY: install demo test lint bench stress clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,7 @@ test: $(STAMP) browser
 # The HTML export's browser test drives Chromium through ChromeDriver. When they are missing and
 # apt-get can run as root (CI, a Debian/Ubuntu box) install the OS packages; otherwise that test
 # skips and the pytest summary says why. The same goes for mermaid.min.js from the npm registry.
+.PHONY: browser screenshot
 browser:
 	@if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || \
 	    command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }; then :; \

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, validate_name
-from .errors import ConfigError, EmbeddingError, InputError, NotFoundError
+from .errors import ConfigError, EmbeddingError, NotFoundError
 from .models import (
     ROOT,
     BrowseResult,
-    Category,
     ChunkLead,
     CollectionStatus,
     Hit,
@@ -26,8 +25,6 @@ from .models import (
     ReadResult,
     SearchResult,
     StatusReport,
-    TreeExport,
-    TreeImportReport,
 )
 from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
 from .stores.sqlite import split_path
@@ -36,6 +33,7 @@ if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .export import TreeDocument
     from .llm.base import LLMClient
+    from .models import TreeExport, TreeImportReport
     from .sessions import SessionStore
 
 ProgressFn = Callable[[str, int, int], None]
@@ -543,6 +541,7 @@ class KnowledgeBase:
                 file names as relative links.
         """
         from .export import render
+        from .models import TreeExport
 
         doc = self.tree_document(path, collection=collection)
         text, warnings = render(doc, fmt, depth=depth, link_base=link_base)
@@ -561,8 +560,9 @@ class KnowledgeBase:
         with ``replace``.
         """
         from .builders.runner import apply_reply
+        from .errors import InputError
         from .export import parse_document
-        from .models import Assignment, TreeReply
+        from .models import Assignment, Category, TreeImportReport, TreeReply
 
         doc = parse_document(document, source)
         name = self._collection(collection)
