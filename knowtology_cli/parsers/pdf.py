@@ -1,0 +1,172 @@
+"""PDF through pypdfium2 (Google's PDFium, the engine of Chrome's PDF viewer); pages are the provenance.
+
+PDFium was chosen by measurement (`benchmarks/parser_choice.py`): on the same generated PDFs it
+extracts text as faithfully as pdfminer.six and pypdf and an order of magnitude faster, and it
+reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
+than the page's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
+``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
+aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
+
+The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
+line that reads as the title when there is one. Without an outline a PDF is one titled section.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from statistics import median
+from typing import Any
+
+from ..errors import InputError
+from . import Block, Document, Section, parser_version
+from .inline import flow
+
+#: A gap between two lines above this multiple of the page's median line pitch starts a paragraph.
+PARAGRAPH_GAP = 1.45
+#: A first/last line whose digit-free form is on at least this share of pages is a running header.
+RUNNING_SHARE = 0.5
+#: ... and on at least this many pages (a two-page PDF needs the line on both).
+RUNNING_MIN_PAGES = 2
+_PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
+_DIGITS = re.compile(r"\d+")
+
+
+def _open(data: bytes, name: str) -> Any:
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        raise InputError(
+            f"{name}: cannot read the PDF ({exc}) — it is damaged or password-protected; export it again"
+        ) from exc
+
+
+def _page_lines(page: Any) -> list[tuple[str, float, float]]:
+    """``(text, top, bottom)`` of each text line of a page, top to bottom."""
+    text_page = page.get_textpage()
+    try:
+        rows: list[tuple[str, float, float]] = []
+        for index in range(text_page.count_rects()):
+            left, bottom, right, top = text_page.get_rect(index)
+            text = text_page.get_text_bounded(left - 0.5, bottom - 0.5, right + 0.5, top + 0.5)
+            text = flow(text.replace("\ufffe", "").replace("\x02", ""))
+            if not text:
+                continue
+            if rows and abs(rows[-1][1] - top) < 0.5 * (top - bottom):  # same line, another box
+                rows[-1] = (f"{rows[-1][0]} {text}", max(rows[-1][1], top), min(rows[-1][2], bottom))
+            else:
+                rows.append((text, top, bottom))
+        if not rows:  # no boxes (some producers): fall back to the page's text
+            full = text_page.get_text_range().replace("\r\n", "\n")
+            rows = [(flow(line), 0.0, 0.0) for line in full.split("\n") if line.strip()]
+        return rows
+    finally:
+        text_page.close()
+
+
+def _paragraphs(lines: list[tuple[str, float, float]]) -> list[list[str]]:
+    pitches = [a[1] - b[1] for a, b in zip(lines, lines[1:]) if a[1] - b[1] > 0]
+    pitch = median(pitches) if pitches else 0.0
+    out: list[list[str]] = []
+    previous: tuple[str, float, float] | None = None
+    for line in lines:
+        gap = previous[1] - line[1] if previous else 0.0
+        if previous is None or (pitch and gap > PARAGRAPH_GAP * pitch):
+            out.append([])
+        out[-1].append(line[0])
+        previous = line
+    return out
+
+
+def _running(pages: list[list[tuple[str, float, float]]]) -> set[str]:
+    """Digit-free forms of lines that head or foot most pages."""
+    if len(pages) < RUNNING_MIN_PAGES:
+        return set()
+    need = max(RUNNING_MIN_PAGES, RUNNING_SHARE * len(pages))
+    seen: Counter[str] = Counter()
+    for lines in pages:
+        edge = {_DIGITS.sub("#", t.lower()) for t, _, _ in lines[:2] + lines[-2:]}
+        seen.update(edge)
+    return {key for key, count in seen.items() if count >= need}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", " ", text.lower()).strip()
+
+
+def parse_pdf(data: bytes, *, name: str = "") -> Document:
+    """Sections of a PDF, each block on its page; see the module docstring."""
+    pdf = _open(data, name)
+    try:
+        outline: list[tuple[int, str, int]] = []
+        for mark in pdf.get_toc():
+            dest = mark.get_dest()
+            index = dest.get_index() if dest is not None else None
+            title = flow(mark.get_title() or "")
+            if title and index is not None and 0 <= index < len(pdf):
+                outline.append((mark.level, title, index))
+        title = flow((pdf.get_metadata_dict(skip_empty=True) or {}).get("Title", ""))
+        pages = []
+        for number in range(len(pdf)):
+            page = pdf[number]
+            try:
+                pages.append(_page_lines(page))
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    running = _running(pages)
+    dropped = 0
+    entries = sorted(outline, key=lambda e: e[2])
+    stack: list[tuple[int, str]] = []
+    sections: list[Section] = []
+    blocks: list[Block] = []
+    titles: tuple[str, ...] = ()
+
+    def open_section(level: int, heading: str, page_no: int) -> None:
+        nonlocal titles, blocks
+        if blocks:
+            sections.append(Section(titles, tuple(blocks)))
+        blocks = []
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        titles = tuple(t for _, t in stack)
+        blocks.append(Block("#" * min(len(titles), 6) + " " + heading, page_no, page_no, "heading"))
+
+    for index, lines in enumerate(pages):
+        page_no = index + 1
+        kept = []
+        for pos, line in enumerate(lines):
+            edge = pos < 2 or pos >= len(lines) - 2
+            if edge and (_PAGE_NUMBER.match(line[0]) or _DIGITS.sub("#", line[0].lower()) in running):
+                dropped += 1
+                continue
+            kept.append(line)
+        # Where each bookmark of this page opens its section: at the line reading as its title, else
+        # where the previous one opened (the page top for the first).
+        opens: dict[int, list[tuple[int, str]]] = {}
+        cursor = 0
+        for level, heading, _ in (e for e in entries if e[2] == index):
+            found = next((i for i in range(cursor, len(kept)) if _norm(kept[i][0]) == _norm(heading)), None)
+            at = cursor if found is None else found
+            opens.setdefault(at, []).append((level, heading))
+            if found is not None:
+                kept[found] = ("", kept[found][1], kept[found][2])  # the title line is the heading now
+            cursor = at
+        segments = sorted({0, *opens, len(kept)})
+        for first, last in zip(segments, segments[1:]):
+            for level, heading in opens.get(first, []):
+                open_section(level, heading, page_no)
+            for paragraph in _paragraphs(kept[first:last]):
+                text = "\n".join(line for line in paragraph if line).strip()
+                if text:
+                    blocks.append(Block(text, page_no, page_no))
+        for level, heading in opens.get(len(kept), []):
+            open_section(level, heading, page_no)
+    if blocks:
+        sections.append(Section(titles, tuple(blocks)))
+    return Document(format="pdf", unit="page", sections=tuple(sections), title=title,
+                    parser=parser_version("pdf"), dropped=dropped)
