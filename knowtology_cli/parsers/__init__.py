@@ -242,5 +242,5 @@ def parse(
         return parser(data, name=label)
     if fmt == "html" and isinstance(data, bytes):
         return parser(data, name=label)
-    text = decode_text(data, label) if isinstance(data, bytes) else data
+    text = decode_text(data, label) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     return parser(text, name=label)

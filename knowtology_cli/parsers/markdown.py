@@ -29,7 +29,21 @@ def _markdown() -> Any:
     from markdown_it import MarkdownIt
     from mdit_py_plugins.front_matter import front_matter_plugin
 
-    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+    # Inline parsing runs only on headings (see `heading_text`): block structure is all chunking needs.
+    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
+
+
+@lru_cache(maxsize=1)
+def _inline_markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
+
+
+def heading_text(source: str) -> str:
+    """Plain text of a heading's inline Markdown."""
+    tokens = _inline_markdown().parseInline(source)
+    return inline_text(tokens[0]) if tokens else source.strip()
 
 
 def inline_text(token: Any) -> str:
@@ -83,7 +97,7 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
                 continue
         if kind == "heading":
             level = int(token.tag[1])
-            heading = inline_text(tokens[index + 1])
+            heading = heading_text(tokens[index + 1].content)
             close()
             while stack and stack[-1][0] >= level:
                 stack.pop()

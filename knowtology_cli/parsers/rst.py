@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from . import Block, Document, Section, parser_version
@@ -76,7 +76,7 @@ def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
     return [nodes.literal(rawtext, _role_text(text))], []
 
 
-@lru_cache(maxsize=None)
+@cache
 def _directive_class(name: str) -> Any:
     from docutils import nodes
     from docutils.parsers.rst import Directive
