@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import lxml.html
+
 from . import Block, Document, Section, parser_version
 from .inline import flow, table_text
 
@@ -95,9 +97,10 @@ def _content_root(doc: Any) -> tuple[Any, bool]:
 
 
 def _text(el: Any) -> str:
+    """Text of a paragraph-like element: source line breaks are spaces, ``<br>`` breaks the line."""
     for br in el.iter("br"):
-        br.tail = "\n" + (br.tail or "")
-    return "\n".join(flow(line) for line in el.text_content().split("\n") if line.strip())
+        br.tail = "\u2028" + (br.tail or "")
+    return "\n".join(flow(line) for line in el.text_content().split("\u2028") if line.strip())
 
 
 def _list(el: Any, depth: int = 0) -> str:
@@ -124,8 +127,6 @@ def _table(el: Any) -> str:
 
 def parse_html(data: bytes | str, *, name: str = "") -> Document:
     """Sections of an HTML page; see the module docstring."""
-    import lxml.html
-
     if isinstance(data, bytes):
         try:
             data.decode("utf-8")

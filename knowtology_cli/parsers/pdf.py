@@ -3,7 +3,7 @@
 PDFium was chosen by measurement (`benchmarks/parser_choice.py`): on the same generated PDFs it
 extracts text as faithfully as pdfminer.six and pypdf and an order of magnitude faster, and it
 reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
-than the page's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
+than the document's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
 ``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
 aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
 
@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from statistics import median
 from typing import Any
+
+import pypdfium2 as pdfium
 
 from ..errors import InputError
 from . import Block, Document, Section, parser_version
 from .inline import flow
 
-#: A gap between two lines above this multiple of the page's median line pitch starts a paragraph.
+#: A distance between two lines above this multiple of the usual line pitch starts a paragraph.
 PARAGRAPH_GAP = 1.45
 #: A first/last line whose digit-free form is on at least this share of pages is a running header.
 RUNNING_SHARE = 0.5
@@ -33,8 +34,6 @@ _DIGITS = re.compile(r"\d+")
 
 
 def _open(data: bytes, name: str) -> Any:
-    import pypdfium2 as pdfium
-
     try:
         return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
@@ -66,9 +65,14 @@ def _page_lines(page: Any) -> list[tuple[str, float, float]]:
         text_page.close()
 
 
-def _paragraphs(lines: list[tuple[str, float, float]]) -> list[list[str]]:
-    pitches = [a[1] - b[1] for a, b in zip(lines, lines[1:]) if a[1] - b[1] > 0]
-    pitch = median(pitches) if pitches else 0.0
+def _line_pitch(pages: list[list[tuple[str, float, float]]]) -> float:
+    """The document's usual distance between consecutive lines: the lower quartile of all distances
+    (most consecutive lines are inside paragraphs; the larger distances are the breaks)."""
+    pitches = sorted(a[1] - b[1] for lines in pages for a, b in zip(lines, lines[1:]) if a[1] - b[1] > 0)
+    return pitches[len(pitches) // 4] if pitches else 0.0
+
+
+def _paragraphs(lines: list[tuple[str, float, float]], pitch: float) -> list[list[str]]:
     out: list[list[str]] = []
     previous: tuple[str, float, float] | None = None
     for line in lines:
@@ -118,6 +122,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     finally:
         pdf.close()
     running = _running(pages)
+    pitch = _line_pitch(pages)
     dropped = 0
     entries = sorted(outline, key=lambda e: e[2])
     stack: list[tuple[int, str]] = []
@@ -160,7 +165,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         for first, last in zip(segments, segments[1:]):
             for level, heading in opens.get(first, []):
                 open_section(level, heading, page_no)
-            for paragraph in _paragraphs(kept[first:last]):
+            for paragraph in _paragraphs(kept[first:last], pitch):
                 text = "\n".join(line for line in paragraph if line).strip()
                 if text:
                     blocks.append(Block(text, page_no, page_no))
