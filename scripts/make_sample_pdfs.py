@@ -7,6 +7,7 @@ Each PDF has an outline (bookmarks), a running header and page numbers, as expor
 from __future__ import annotations
 
 import sys
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -143,7 +144,9 @@ def write_pdf(spec: dict, out: Path) -> None:
             self.set_font("Helvetica", "I", 8)
             self.cell(0, 10, f"Page {self.page_no()} of {{nb}}", align="C")
 
-    pdf = Manual(format="A5")
+    with warnings.catch_warnings():  # fpdf2 notes that it corrected A5's size in 2.8.5; we want the corrected one
+        warnings.simplefilter("ignore", UserWarning)
+        pdf = Manual(format="A5")
     pdf.set_creation_date(datetime(2026, 1, 15, tzinfo=timezone.utc))
     pdf.set_title(spec["title"])
     pdf.set_author("Northwind Pantry")
