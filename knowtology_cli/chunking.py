@@ -52,7 +52,8 @@ class DocChunk:
         unit: ``line`` or ``page``.
         start: first source line or page (1-based).
         end: last source line or page (inclusive).
-        tokens: token count of ``text``.
+        tokens: its pieces' token counts plus one per blank line joining them: the count of
+            ``text``, or a little above where a join merges into a neighbouring token.
     """
 
     index: int
@@ -255,13 +256,6 @@ def chunk_document(
         dropped += len(section.blocks) - len(kept)
         if not kept:
             continue
-        whole = JOIN.join(b.text.strip() for b in kept)
-        if len(whole) <= MAX_TOKEN_CHARS * target_tokens and (tokens := count_tokens(whole, encoding)) <= target_tokens:
-            # the usual case, a section within the target: one draft, counted once
-            heading = all(b.kind == "heading" for b in kept)
-            piece = _Piece(whole, min(b.start for b in kept), max(b.end for b in kept), heading, tokens)
-            drafts.append(_Draft(section.titles, [piece]))
-            continue
         pieces: list[_Piece] = []
         for block in kept:
             pieces.extend(_pieces(block, document.unit, target=target_tokens, maximum=max_tokens, encoding=encoding))
@@ -276,18 +270,21 @@ def chunk_document(
         chunks.append(DocChunk(
             index=len(chunks), text=text, title=section or fallback, section=section, unit=document.unit,
             start=min(p.start for p in draft.pieces), end=max(p.end for p in draft.pieces),
-            tokens=draft.pieces[0].tokens if len(draft.pieces) == 1 else count_tokens(text, encoding),
+            tokens=draft.estimate,
         ))
     return ChunkedDocument(chunks=chunks, parser=document.parser, format=document.format,
                            junk_merged=merged, junk_dropped=dropped + lost)
 
 
 def _fits(pieces: list[_Piece], limit: int, encoding: str) -> bool:
-    estimate = sum(p.tokens for p in pieces) + len(pieces) - 1
-    if estimate <= limit:
-        return True
-    text = JOIN.join(p.text for p in pieces)
-    return len(text) <= MAX_TOKEN_CHARS * limit and count_tokens(text, encoding) <= limit
+    """Whether the pieces joined stay within ``limit`` tokens.
+
+    Counted, not re-tokenised: pieces are whitespace-trimmed and joined by a blank line, which the
+    tokenisers' pre-split keeps apart from words, so the joined count is at most the sum plus one
+    per join (less when the blank line merges into a punctuation token). Each piece is thus
+    tokenised once, however many packings are tried.
+    """
+    return sum(p.tokens for p in pieces) + len(pieces) - 1 <= limit
 
 
 def _pack(trail: tuple[str, ...], pieces: list[_Piece], target: int, maximum: int, minimum: int,

@@ -26,7 +26,7 @@ def check_invariants(text: str, chunks: list[DocChunk], max_tokens: int) -> None
     for index, chunk in enumerate(chunks):
         assert chunk.index == index
         assert chunk.text and chunk.text == chunk.text.strip()
-        assert chunk.tokens == count_tokens(chunk.text) <= max_tokens
+        assert count_tokens(chunk.text) <= chunk.tokens <= max_tokens
         assert chunk.unit == "line"
         assert previous <= chunk.start <= chunk.end <= len(lines)
         previous = chunk.start

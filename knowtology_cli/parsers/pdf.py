@@ -23,7 +23,7 @@ from ..errors import InputError
 from . import Block, Document, Section, parser_version
 from .inline import flow
 
-#: A distance between two lines above this multiple of the usual line pitch starts a paragraph.
+#: Line spacing (in font heights) above this multiple of the document's usual spacing starts a paragraph.
 PARAGRAPH_GAP = 1.45
 #: A first/last line whose digit-free form is on at least this share of pages is a running header.
 RUNNING_SHARE = 0.5
@@ -31,6 +31,7 @@ RUNNING_SHARE = 0.5
 RUNNING_MIN_PAGES = 2
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
 _DIGITS = re.compile(r"\d+")
+_LINE = re.compile(r"[^\r\n]+")
 
 
 def _open(data: bytes, name: str) -> Any:
@@ -43,41 +44,46 @@ def _open(data: bytes, name: str) -> Any:
 
 
 def _page_lines(page: Any) -> list[tuple[str, float, float]]:
-    """``(text, top, bottom)`` of each text line of a page, top to bottom."""
+    """``(text, top, bottom)`` of each text line of a page, top to bottom.
+
+    The page text comes in one call; each line's height is the font box of its first character
+    (one cheap call per line, where asking for the text inside each line's box costs ten times more).
+    """
     text_page = page.get_textpage()
     try:
+        text = text_page.get_text_range()
         rows: list[tuple[str, float, float]] = []
-        for index in range(text_page.count_rects()):
-            left, bottom, right, top = text_page.get_rect(index)
-            text = text_page.get_text_bounded(left - 0.5, bottom - 0.5, right + 0.5, top + 0.5)
-            text = flow(text.replace("\ufffe", "").replace("\x02", ""))
-            if not text:
+        for match in _LINE.finditer(text):
+            line = flow(match.group().replace("\ufffe", "").replace("\x02", ""))
+            if not line:
                 continue
-            if rows and abs(rows[-1][1] - top) < 0.5 * (top - bottom):  # same line, another box
-                rows[-1] = (f"{rows[-1][0]} {text}", max(rows[-1][1], top), min(rows[-1][2], bottom))
-            else:
-                rows.append((text, top, bottom))
-        if not rows:  # no boxes (some producers): fall back to the page's text
-            full = text_page.get_text_range().replace("\r\n", "\n")
-            rows = [(flow(line), 0.0, 0.0) for line in full.split("\n") if line.strip()]
+            first = match.start() + (len(match.group()) - len(match.group().lstrip()))
+            index = first if text.isascii() else len(text[:first].encode("utf-16-le")) // 2
+            _, bottom, _, top = text_page.get_charbox(index, loose=True)
+            rows.append((line, top, bottom))
         return rows
     finally:
         text_page.close()
 
 
-def _line_pitch(pages: list[list[tuple[str, float, float]]]) -> float:
-    """The document's usual distance between consecutive lines: the lower quartile of all distances
-    (most consecutive lines are inside paragraphs; the larger distances are the breaks)."""
-    pitches = sorted(a[1] - b[1] for lines in pages for a, b in zip(lines, lines[1:]) if a[1] - b[1] > 0)
-    return pitches[len(pitches) // 4] if pitches else 0.0
+def _spacing(above: tuple[str, float, float], below: tuple[str, float, float]) -> float:
+    """Distance between two lines' tops in units of the upper line's font height (0 when not below)."""
+    pitch = above[1] - below[1]
+    return pitch / max(above[1] - above[2], 1.0) if pitch > 0 else 0.0
 
 
-def _paragraphs(lines: list[tuple[str, float, float]], pitch: float) -> list[list[str]]:
+def _line_spacing(pages: list[list[tuple[str, float, float]]]) -> float:
+    """The document's usual line spacing: the lower quartile over all consecutive lines (most are
+    inside paragraphs; the larger ones are the breaks). Font-relative, so headings count alike."""
+    found = sorted(x for lines in pages for a, b in zip(lines, lines[1:]) if (x := _spacing(a, b)) > 0)
+    return found[len(found) // 4] if found else 0.0
+
+
+def _paragraphs(lines: list[tuple[str, float, float]], usual: float) -> list[list[str]]:
     out: list[list[str]] = []
     previous: tuple[str, float, float] | None = None
     for line in lines:
-        gap = previous[1] - line[1] if previous else 0.0
-        if previous is None or (pitch and gap > PARAGRAPH_GAP * pitch):
+        if previous is None or (usual and _spacing(previous, line) > PARAGRAPH_GAP * usual):
             out.append([])
         out[-1].append(line[0])
         previous = line
@@ -122,7 +128,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     finally:
         pdf.close()
     running = _running(pages)
-    pitch = _line_pitch(pages)
+    usual = _line_spacing(pages)
     dropped = 0
     entries = sorted(outline, key=lambda e: e[2])
     stack: list[tuple[int, str]] = []
@@ -154,8 +160,10 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         # where the previous one opened (the page top for the first).
         opens: dict[int, list[tuple[int, str]]] = {}
         cursor = 0
+        normed = [_norm(line[0]) for line in kept] if any(e[2] == index for e in entries) else []
         for level, heading, _ in (e for e in entries if e[2] == index):
-            found = next((i for i in range(cursor, len(kept)) if _norm(kept[i][0]) == _norm(heading)), None)
+            wanted = _norm(heading)
+            found = next((i for i in range(cursor, len(kept)) if normed[i] == wanted), None)
             at = cursor if found is None else found
             opens.setdefault(at, []).append((level, heading))
             if found is not None:
@@ -165,7 +173,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         for first, last in zip(segments, segments[1:]):
             for level, heading in opens.get(first, []):
                 open_section(level, heading, page_no)
-            for paragraph in _paragraphs(kept[first:last], pitch):
+            for paragraph in _paragraphs(kept[first:last], usual):
                 text = "\n".join(line for line in paragraph if line).strip()
                 if text:
                     blocks.append(Block(text, page_no, page_no))
