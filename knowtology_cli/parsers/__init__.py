@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
@@ -112,7 +112,6 @@ class Document:
     title: str = ""
     parser: str = ""
     dropped: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def display_name(file_name: str) -> str:
