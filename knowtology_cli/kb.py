@@ -396,6 +396,13 @@ class KnowledgeBase:
         found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=k,
                          embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
         ranking = found.ranking
+        if chosen.tree_lift > 0 and ranking:
+            from .retrieval.pipeline import tree_lift
+
+            leaf_of = {m.chunk_id: m.path for m in self.tree.mappings(name, chunk_ids=[s.chunk_id for s in ranking[:100]])}
+            if leaf_of:  # no tree yet: nothing to lift by
+                ranking, leaf_scores = tree_lift(ranking, leaf_of, chosen.tree_lift)
+                found.note("tree", [ScoredId(i, v) for i, v in leaf_scores.items()])
         reranked: dict[str, float] = {}
         if reranker is not None and len(ranking) > 1:
             head = self._hits(name, ranking[: reranker.top_n])

@@ -69,7 +69,7 @@ def marked(snippet: str, marks: list[tuple[int, int]]) -> str:
 
 #: Stage names as ``--explain`` prints them, in pipeline order.
 STAGE_LABELS = (("dense", "dense"), ("keyword", "bm25"), ("fused", "fused"), ("prf_dense", "rocchio"),
-                ("prf_keyword", "rm3"), ("prf_fused", "prf fused"), ("rerank", "rerank"))
+                ("prf_keyword", "rm3"), ("prf_fused", "prf fused"), ("tree", "tree"), ("rerank", "rerank"))
 
 
 def explain_line(stages: dict[str, float]) -> str:

@@ -70,7 +70,7 @@ def retrieve(
     if mode == "hybrid":
         out.note("fused", ranking)
     if preset.feedback and ranking:
-        params = feedback or FeedbackParams()
+        params = feedback or FeedbackParams(docs=preset.feedback_docs)
         top = ranking[: params.docs]
         floor = ranking[-1].score
         weights = {s.chunk_id: s.score - floor + 1e-9 for s in top}
@@ -87,10 +87,29 @@ def retrieve(
             sparse2 = store.weighted_keyword_search(collection, out.expansion, depth, within=within)
         out.note("prf_dense", dense2)
         out.note("prf_keyword", sparse2)
-        ranking = _combine(dense2, sparse2, preset)
+        lists = {"prf_dense": dense2, "prf_keyword": sparse2}
+        if preset.keep_first:
+            lists.update(dense=dense, keyword=sparse)
+        lists = {name: items for name, items in lists.items() if items}
+        ranking = fuse_lists(lists, rule=preset.fusion) if len(lists) > 1 else next(iter(lists.values()), [])
         out.note("prf_fused", ranking)
     out.ranking = ranking
     return out
+
+
+def tree_lift(ranking: list[ScoredId], leaf_of: dict[str, str], lift: float, top: int = 100) -> tuple[
+        list[ScoredId], dict[str, float]]:
+    """Cluster-based smoothing over the tree: each of the ``top`` candidates gains ``lift`` × the mean
+    score of the candidates in its leaf (Liu & Croft 2004; an unmapped chunk is its own leaf). Returns
+    the new ranking (the tail keeps its order below) and each lifted chunk's leaf score."""
+    head = ranking[:top]
+    members: dict[str, list[float]] = {}
+    for s in head:
+        members.setdefault(leaf_of.get(s.chunk_id, s.chunk_id), []).append(s.score)
+    leaf_score = {s.chunk_id: sum(m) / len(m) for s in head for m in [members[leaf_of.get(s.chunk_id, s.chunk_id)]]}
+    lifted = sorted((ScoredId(s.chunk_id, s.score + lift * leaf_score[s.chunk_id]) for s in head),
+                    key=lambda s: (-s.score, s.chunk_id))
+    return lifted + ranking[top:], leaf_score
 
 
 def _combine(dense: list[ScoredId], sparse: list[ScoredId], preset: SearchPreset) -> list[ScoredId]:

@@ -24,6 +24,11 @@ class SearchPreset:
             floor is the score at this depth).
         fusion: the fusion rule (see `fusion.FUSION_RULES`).
         feedback: run the pseudo-relevance-feedback second pass (RM3 + Rocchio, `prf`).
+        feedback_docs: feedback documents for that pass.
+        keep_first: fuse the feedback lists together with the first-pass lists (guards against
+            query drift) instead of replacing them.
+        tree_lift: λ of the tree signal: a hit gains λ × the mean score of the candidates that share
+            its leaf (cluster-based smoothing; 0 turns it off; unmapped hits count as their own leaf).
         summary: one line for help texts.
     """
 
@@ -33,6 +38,9 @@ class SearchPreset:
     fusion: str
     feedback: bool
     summary: str
+    feedback_docs: int = 10
+    keep_first: bool = False
+    tree_lift: float = 0.0
 
 
 PRESETS: dict[str, SearchPreset] = {
@@ -41,12 +49,14 @@ PRESETS: dict[str, SearchPreset] = {
         summary="one retriever (BM25), no model load, no rerank",
     ),
     "default": SearchPreset(
-        "default", mode="hybrid", depth=1000, fusion="minmax", feedback=False,
-        summary="hybrid: BM25 + vectors, min-max fusion over the top 1000 of each",
+        "default", mode="hybrid", depth=300, fusion="minmax", feedback=False,
+        summary="hybrid: BM25 + vectors, min-max fusion over the top 300 of each",
     ),
     "thorough": SearchPreset(
-        "thorough", mode="hybrid", depth=1000, fusion="minmax", feedback=True,
-        summary="hybrid + pseudo-relevance feedback (RM3 on BM25, Rocchio on vectors), then an optional rerank",
+        "thorough", mode="hybrid", depth=300, fusion="minmax", feedback=True, feedback_docs=3, keep_first=True,
+        tree_lift=0.25,
+        summary="hybrid + pseudo-relevance feedback (RM3 on BM25, Rocchio on vectors) + the tree as a signal, "
+                "then an optional rerank",
     ),
 }
 DEFAULT_PRESET = "default"
