@@ -27,7 +27,7 @@ def browse_text(result: BrowseResult) -> str:
 
 
 #: Characters of a snippet on an agent's hit line (~12 tokens); see `kt bench tokens`.
-SNIPPET_CHARS = 64
+SNIPPET_CHARS = 60
 ELLIPSIS = "…"
 
 
@@ -53,9 +53,15 @@ def grouped_hits(hits: list[Hit]) -> dict[str, list[Hit]]:
     return groups
 
 
+def score_text(score: float) -> str:
+    """A score with two decimals, ``.95`` rather than ``0.95`` (2 tokens instead of 4)."""
+    text = f"{score:.2f}"
+    return text[1:] if text.startswith("0.") else text.replace("-0.", "-.", 1)
+
+
 def hit_line(hit: Hit) -> str:
     """`` [chunk_id] snippet score`` — one hit under its group heading."""
-    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {hit.score:.2f}"
+    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {score_text(hit.score)}"
 
 
 def search_text(result: SearchResult, *, context: bool = False) -> str:

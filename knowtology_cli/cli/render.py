@@ -44,7 +44,7 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
         out.print(f"[cyan]{escape(group)}[/]")
         for h in hits:
             snippet = text.trim(h.snippet, text.SNIPPET_CHARS)
-            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{h.score:.2f}[/]")
+            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{text.score_text(h.score)}[/]")
             if h.explain is not None:
                 out.print(f"   [dim]{escape(explain_line(h.explain))}[/]")
     if result.expansion:
