@@ -239,7 +239,7 @@ def run_retrieval(
         if fusion_variants:
             message(f"{ds.name}: fusion variants over our own lists…")
             our_dense, our_sparse = raw_lists(kb, queries, DEPTH)
-            variants = product_fusion_runs(our_dense, our_sparse, (100, DEPTH))
+            variants = product_fusion_runs(our_dense, our_sparse, (100, 300, DEPTH))
             result["fusion_variants"] = [{"variant": n, **evaluate(ds.qrels, r)} for n, r in variants.items()]
         if fts_variants:
             message(f"{ds.name}: full-text tokenizer variants…")
