@@ -68,3 +68,23 @@ def test_presets_are_data() -> None:
     assert set(PRESETS) == {"fast", "default", "thorough"}
     assert get_preset(None).name == "default" and get_preset("fast").mode == "keyword"
     assert PRESETS["thorough"].feedback and not PRESETS["default"].feedback
+
+
+@pytest.mark.parametrize("backend", ["memory", "lance"])
+def test_neighbours_stay_inside_the_document_in_order(backend, tmp_path) -> None:
+    from knowtology_cli.models import Chunk
+    from knowtology_cli.stores.lance import LanceVectorStore
+    from knowtology_cli.stores.memory import InMemoryVectorStore
+
+    store = InMemoryVectorStore() if backend == "memory" else LanceVectorStore(tmp_path / "lance")
+    rows = [Chunk(chunk_id=f"a#{i}", text=f"a{i}", doc_id="a", chunk_index=i) for i in range(5)]
+    rows += [Chunk(chunk_id="b#1", text="b1", doc_id="b", chunk_index=1),
+             Chunk(chunk_id="f#1", text="f1", file_name="notes.md", chunk_index=1),
+             Chunk(chunk_id="f#2", text="f2", file_name="notes.md", chunk_index=2)]
+    store.upsert("c", rows, np.eye(len(rows), 4, dtype=np.float32) + 0.1)
+    assert [c.chunk_id for c in store.neighbours("c", rows[2], 1, 1)] == ["a#1", "a#3"]
+    assert [c.chunk_id for c in store.neighbours("c", rows[0], 2, 2)] == ["a#1", "a#2"]
+    assert [c.chunk_id for c in store.neighbours("c", rows[6], 1, 1)] == ["f#2"]  # same file, no doc id
+    assert store.neighbours("c", rows[5], 3, 3) == []
+    # the weighted keyword query falls back to (or implements) a plain BM25 query over the same terms
+    assert [s.chunk_id for s in store.weighted_keyword_search("c", {"zzz": 1.0}, 5)] == []
