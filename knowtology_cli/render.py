@@ -26,8 +26,8 @@ def browse_text(result: BrowseResult) -> str:
     return "\n".join(lines)
 
 
-#: Characters of a snippet on an agent's hit line (~12 tokens); see `kt bench tokens`.
-SNIPPET_CHARS = 60
+#: Characters of a snippet on an agent's hit line (~10 tokens): keeps a grouped hit ≤ 25 tokens; `kt bench tokens`.
+SNIPPET_CHARS = 48
 ELLIPSIS = "…"
 
 

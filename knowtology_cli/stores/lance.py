@@ -404,7 +404,7 @@ class LanceVectorStore(VectorStore):
         table = ds.to_table(
             columns=["chunk_id"],
             nearest={"column": "vector", "q": np.asarray(vector, dtype=np.float32), "k": k, "metric": "cosine",
-                     **nearest_params(ds)},
+                     **nearest_params(ds, k=k)},
             **kwargs,
         )
         ids = table.column("chunk_id").to_pylist()
