@@ -148,7 +148,7 @@ def test_descriptions_are_plain_sentences_without_counts(corpus) -> None:
     parents = {c.path.rsplit("/", 1)[0] for c in reply.categories if "/" in c.path}
     for category in reply.categories:
         text = category.description
-        assert text.startswith("About ") and text.endswith("."), text
+        assert text.startswith("About ") and text.endswith((".", "…")), text
         assert not re.search(r"\b\d+ chunks?\b|\(\d+\)", text), f"a description with counts: {text!r}"
         if category.path in parents:
             assert "Covers " in text, text
@@ -338,6 +338,23 @@ def test_a_word_mostly_before_a_determiner_reads_as_a_verb_and_names_less_well()
     assert fit[stem("placing")] < 0.5 <= fit[stem("order")] == 1.0
 
 
+def test_where_chunks_have_titles_a_word_no_title_uses_names_less_well() -> None:
+    texts = ["Seedlings need light every minute of the day."] * 3 + ["Soil holds water for minutes."] * 3
+    titles = ["Seedlings"] * 3 + ["Soil"] * 3
+    index = build_term_index(texts, titles)
+    fit = dict(zip(index.terms, index.nameability, strict=True))
+    assert fit[stem("minute")] == pytest.approx(DEFAULT_PARAMS.untitled_nameability)
+    assert fit[stem("seedlings")] == 1.0
+    untitled = build_term_index(texts, [""] * 6)
+    assert dict(zip(untitled.terms, untitled.nameability, strict=True))[stem("minute")] == 1.0
+
+
+def test_a_heading_is_shown_as_a_title_writes_it_not_as_a_file_slug() -> None:
+    texts = ["Seed trays and pots."] * 4
+    index = build_term_index(texts, ["", "", "Seed Trays", "Seed Trays"], ["seed-trays.md"] * 4)
+    assert dict(zip(index.terms, index.display, strict=True))[f"§{stem('seed')} {stem('trays')}"] == "Seed Trays"
+
+
 # ----------------------------------------------------------------------------- the naming method
 
 
@@ -468,7 +485,8 @@ def test_examples_name_titled_documents_not_the_file_of_untitled_records() -> No
         assert "stdin" not in category.description, category.description
         if " Includes " in category.description:
             with_examples += 1
-            examples = category.description.split(" Includes ", 1)[1].rstrip(".").replace(" and ", ", ").split(", ")
+            listed = category.description.split(" Includes ", 1)[1].split(". For example: ", 1)[0]
+            examples = listed.rstrip(".").replace(" and ", ", ").split(", ")
             assert all(any(t.startswith(e.rstrip("…")) for t in titled) for e in examples), category.description
     assert with_examples >= 1
 

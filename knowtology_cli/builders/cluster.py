@@ -181,7 +181,7 @@ def _features(
                 groups.setdefault(key, []).append(i)
         # Coherence of a group: how much closer its chunks sit to their own centroid than to the
         # collection's. A coherent document pulls its chunks together; a file of unrelated
-        # records (a ticket dump) barely does.
+        # records (a mail export) barely does.
         overall = _normalise(features.mean(axis=0, keepdims=True))[0]
         baseline = float(np.mean(features @ overall))
         smoothed = features.copy()

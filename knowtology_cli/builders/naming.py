@@ -175,7 +175,7 @@ class Namer:
             taken_terms.extend(chosen)
         for child in children:
             # A term found (almost) only in one of the child's own children says what that part is:
-            # the part may still use it ("Cold chain & driver app" over "Cold chain handling").
+            # the part may still use it ("Lenses & optics" over "Lens grinding").
             shared = [j for j in child.terms if not self._owned_by_one_child(child, j)]
             said = frozenset().union(*(self.index.words[j] for j in shared)) if shared else frozenset()
             self._name_children(child, banned | said)
@@ -276,7 +276,7 @@ class Namer:
 
     def _render(self, chosen: Sequence[int]) -> str:
         """Display forms joined (``A & B``), the first letter raised unless the text never writes that
-        word with a capital (an identifier such as ``pantryctl``) while it does write capitals."""
+        word with a capital (a command such as ``kubectl``) while it does write capitals."""
         name = join_names([self.index.display[j] for j in chosen])
         head = self.index.terms[chosen[0]].lstrip(PHRASE).split(" ", 1)[0]
         if name[:1].islower() and not self.index.ident[chosen[0]] and (
@@ -324,7 +324,29 @@ class Namer:
         titles = self._example_titles(node)
         if titles:
             sentences.append(f"Includes {_and(titles)}.")
+        typical = self._typical_passages(node)
+        if typical:
+            sentences.append("For example: " + " ".join(typical))
         return " ".join(sentences)
+
+    def _typical_passages(self, node: Node) -> list[str]:
+        """Snippets of the chunks nearest the node's centre (from different documents)."""
+        from .snippets import make_snippet
+
+        sub = self.x[node.members]
+        closeness = sub @ _normalise(sub.sum(axis=0))
+        out, docs = [], set()
+        for r in np.argsort(-closeness, kind="stable"):
+            row = int(node.members[r])
+            if self.doc_of[row] in docs:
+                continue
+            docs.add(self.doc_of[row])
+            item = self.items[row]
+            snippet = make_snippet(item.text, item.title, self.params.passage_chars)
+            out.append(snippet if snippet.endswith((".", "…", "?", "!")) else snippet + ".")
+            if len(out) >= self.params.description_passages:
+                break
+        return out
 
     def _example_titles(self, node: Node) -> list[str]:
         """Document titles (else file names) of the node's most typical chunks: those nearest its centre."""

@@ -61,7 +61,8 @@ class TreeParams:
 
     # ---- term index --------------------------------------------------------------------------
     #: A term must occur in this many chunks to be indexed (a word seen once names nothing);
-    #: collections under ``small_collection`` chunks index single-chunk unigrams too.
+    #: collections under ``small_collection`` chunks index single-chunk unigrams too, and keep
+    #: terms found in every chunk (elsewhere they tell no chunk apart).
     min_chunks: int = 2
     small_collection: int = 20
     #: Most terms kept (the most frequent first): bounds memory on large collections.
@@ -69,9 +70,15 @@ class TreeParams:
     #: Presence weight of a term found only in a chunk's body; a title occurrence weighs 1.0.
     #: Titles are names people wrote for the chunk, so they count more.
     body_weight: float = 0.6
-    #: Heading phrases at most this many content words / characters long can name a node.
+    #: Heading phrases at most this many content words / tokens / characters long can name a node.
     max_phrase_words: int = 4
+    max_phrase_tokens: int = 6
     max_phrase_chars: int = 50
+    #: Shorter words are not terms (``of``, ``id``) unless written in capitals (``UI``, ``QA``).
+    min_word_chars: int = 3
+    #: A title occurrence counts this many times in the LSA term frequencies (a title says what the
+    #: chunk is about more densely than its body).
+    title_tf: float = 2.0
 
     # ---- naming (class-based TF-IDF + coverage + MMR) ------------------------------------------
     #: A chunk of a document with m chunks among a node's members weighs ``m ** -document_decay``,
@@ -101,7 +108,7 @@ class TreeParams:
     grab_bag_terms: int = 3
     cover_gain: float = 0.1
     #: A term of a parent's name found this much in one of its children names that part; the part
-    #: may repeat it (``Cold chain & driver app`` over ``Cold chain handling``).
+    #: may repeat it (``Lenses & optics`` over ``Lens grinding``).
     owned_share: float = 0.9
     #: Maximal marginal relevance: ``lambda * relevance - (1 - lambda) * similarity`` to the names
     #: siblings already have. 0.7 is the usual weight that keeps relevance first.
@@ -117,13 +124,17 @@ class TreeParams:
     corpus_wide_min_docs: int = 5
     #: Heading phrases (section titles, file names) are names people wrote: their score is raised.
     heading_bonus: float = 1.15
-    #: A word mostly seen right before a determiner (``placing an order``) acts as a verb; its
+    #: A word mostly seen right before a determiner (``planting the seeds``) acts as a verb; its
     #: nameability falls by this factor times that share, down to ``verb_floor``.
     verb_penalty: float = 2.0
     verb_floor: float = 0.15
-    #: Past participles and adverbs (``escalated``, ``quickly``, by their English endings) describe
+    #: Past participles and adverbs (``painted``, ``quickly``, by their English endings) describe
     #: an action or a manner; they name a topic less well than a noun.
     inflected_nameability: float = 0.5
+    #: Where at least ``titled_share`` of the chunks have titles, a word that no title uses reads
+    #: less well as a name (titles are noun phrases people chose; "minutes", "turn" never head one).
+    titled_share: float = 0.5
+    untitled_nameability: float = 0.6
     #: A term joined to another in a name (``A & B``, grab-bags) must read as a name on its own.
     joined_nameability: float = 0.9
     #: Below this share of capitalised words the text was case-folded (many test collections are):
@@ -140,6 +151,10 @@ class TreeParams:
     #: Example document titles in a description (those nearest the node's centre): typical members
     #: tell a reader (and an embedding) what the node holds better than more keywords do.
     description_titles: int = 4
+    #: Snippets of the most typical chunks (nearest the centre, one per document) a description
+    #: quotes, and their length: a passage says what the node holds in the text's own words.
+    description_passages: int = 2
+    passage_chars: int = 100
     #: Children a parent's description lists.
     description_children: int = 4
     #: Longest example title shown before it is cut.

@@ -1,11 +1,11 @@
 """Words for the offline tree: one tokenizer and stemmer, a sparse chunk x term index, LSA features.
 
-Terms are keyed by Snowball (Porter 2) stems, so ``refund``, ``refunds`` and ``refunding`` are one
+Terms are keyed by Snowball (Porter 2) stems, so ``garden``, ``gardens`` and ``gardening`` are one
 term, while each keeps the surface the text writes most often for display. Four kinds of terms:
-single words, two adjacent content words (``refund window``: stop words and punctuation break a run,
-as in RAKE-style keyphrase candidates), identifiers as written (``pantry_ctl``, ``getUser``,
-``ord-7R4``: not stemmed, never re-cased) and heading phrases — segments of chunk titles such as
-``Returns Policy › Refund windows`` and file-name stems — which are names people already wrote.
+single words, two adjacent content words (``seed tray``: stop words and punctuation break a run,
+as in RAKE-style keyphrase candidates), identifiers as written (``max_depth``, ``getUser``,
+``rfc-2616``: not stemmed, never re-cased) and heading phrases — segments of chunk titles such as
+``Garden Guide › Seed trays`` and file-name stems — which are names people already wrote.
 Every term is counted per chunk (presence, title weighted above body) so a node can be contrasted
 with its siblings (see :mod:`.naming`).
 """
@@ -71,12 +71,12 @@ STOP_WORDS = frozenset(
     two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
     """.split()
 )
-# English inflection endings of past participles (``escalated``) and adverbs (``quickly``): such a
+# English inflection endings of past participles (``painted``) and adverbs (``quickly``): such a
 # word describes an action or a manner, and names a topic less well than a noun.
 _PARTICIPLE = re.compile(r"[a-z]{3,}[^e]ed$")
 _ADVERB = re.compile(r"[a-z]{3,}ly$")
 # Words that open a noun phrase: a word right after one is a noun (or its modifier), a word
-# right before one acts as a verb ("placing an order"). English grammar, not any corpus.
+# right before one acts as a verb ("planting the seeds"). English grammar, not any corpus.
 DETERMINERS = frozenset("the a an your our their his her its my this these those every each".split())
 _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|\n")
@@ -116,7 +116,7 @@ class Token:
     ident: bool = False
 
 
-def _token(surface: str, ident: bool) -> Token:
+def _token(surface: str, ident: bool, params: TreeParams = DEFAULT_PARAMS) -> Token:
     if ident:
         return Token(surface.lower(), surface, True)
     if "'" in surface or "’" in surface:
@@ -126,8 +126,8 @@ def _token(surface: str, ident: bool) -> Token:
         surface = head
     lower = surface.lower()
     if len(surface) > 2 and surface.endswith("s") and surface[:-1].isupper():
-        lower = lower[:-1]  # APIs -> api
-    if lower in STOP_WORDS or (len(lower) < 3 and not (len(surface) == 2 and surface.isupper())):
+        lower = lower[:-1]  # URLs -> url
+    if lower in STOP_WORDS or (len(lower) < params.min_word_chars and not (len(surface) > 1 and surface.isupper())):
         return Token("", surface)
     return Token(stem(lower), surface)
 
@@ -152,18 +152,21 @@ class _Stats:
     before_determiner: Counter[str] = field(default_factory=Counter)
     capitalised: set[str] = field(default_factory=set)  # keys of words the text also writes capitalised
     idents: set[str] = field(default_factory=set)
+    in_titles: set[str] = field(default_factory=set)  # keys of words found in some title
     words: int = 0  # word tokens seen
     capital_words: int = 0  # of which written with a capital initial
     surface: dict[str, str] = field(default_factory=dict)  # each unigram's most frequent surface
 
     def displays(self, keep: set[str]) -> dict[str, str]:
-        """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere)."""
-        best: dict[str, tuple[int, int, str]] = {}
+        """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere); a
+        heading as a title writes it (with capitals) rather than as a file-name slug."""
+        best: dict[str, tuple[bool, int, int, str]] = {}
         for rank, source in ((1, self.body), (0, self.other)):
             for (key, surface), count in source.items():
-                if key in keep and (rank, count, surface) > best.get(key, (-1, 0, "")):
-                    best[key] = (rank, count, surface)
-        return {key: surface for key, (_, _, surface) in best.items()}
+                written = not key.startswith(PHRASE) or surface != surface.lower()
+                if key in keep and (written, rank, count, surface) > best.get(key, (False, -1, 0, "")):
+                    best[key] = (written, rank, count, surface)
+        return {key: surface for key, (_, _, _, surface) in best.items()}
 
 
 def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
@@ -176,6 +179,8 @@ def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
             for position, token in enumerate(tokens):
                 if token.key:
                     counts[token.key] += 1
+                    if in_title:
+                        stats.in_titles.add(token.key)
                     (stats.other if in_title or first else stats.body)[token.key, token.surface] += 1
                     if token.ident:
                         stats.idents.add(token.key)
@@ -217,7 +222,7 @@ def phrase_key(segment: str, params: TreeParams = DEFAULT_PARAMS) -> str:
     """The term key of a heading segment, ``""`` when it has no content word or too many."""
     tokens = [t for phrase in phrases(segment) for t in phrase]
     content = [t.key for t in tokens if t.key]
-    if not 1 <= len(content) <= params.max_phrase_words or len(tokens) > params.max_phrase_words + 2:
+    if not 1 <= len(content) <= params.max_phrase_words or len(tokens) > params.max_phrase_tokens:
         return ""
     return PHRASE + " ".join(content)
 
@@ -264,7 +269,7 @@ class TermIndex:
         return offsets + np.arange(total), lengths
 
 
-def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams) -> float:
+def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titled: bool = False) -> float:
     """How well a term stands alone as a category name: 1.0 for noun-like terms, lower for verbs and codes."""
     if term.startswith(PHRASE):
         return params.heading_bonus * (params.code_nameability if any(ch.isdigit() for ch in term) else 1.0)
@@ -281,8 +286,12 @@ def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams) -> f
         return value
 
     words = term.split()
-    # A bigram is a name when its head (the last word) is a noun: "refund window", not "agent refunded".
-    return noun_like(words[-1])
+    # A bigram is a name when its head (the last word) is a noun: "seed tray", not "gardener planted".
+    value = noun_like(words[-1])
+    # Titles are names people wrote: where chunks have them, a word no title uses rarely names a topic.
+    if titled and not set(words) <= stats.in_titles:
+        value *= params.untitled_nameability
+    return value
 
 
 def build_term_index(
@@ -294,7 +303,7 @@ def build_term_index(
     """Index the words, bigrams, identifiers and heading phrases of every chunk (Markdown stripped).
 
     ``sources`` are the chunks' file names; their stems count as heading phrases
-    (``support-tickets.jsonl`` -> ``support tickets``). A term must occur in ``min_chunks`` chunks
+    (``seed-trays.md`` -> ``seed trays``). A term must occur in ``min_chunks`` chunks
     (unigrams in one, in collections under ``small_collection``); terms found in every chunk are
     dropped; at most ``max_terms`` are kept, the most frequent first.
     """
@@ -315,11 +324,13 @@ def build_term_index(
     min_unigram = 1 if n < params.small_collection else params.min_chunks
     kept = [
         t for t, c in df.items()
-        if c >= (min_unigram if " " not in t and not t.startswith(PHRASE) else params.min_chunks) and (c < n or n < 4)
+        if c >= (min_unigram if " " not in t and not t.startswith(PHRASE) else params.min_chunks)
+        and (c < n or n < params.small_collection)
     ]
     kept.sort(key=lambda t: (-df[t], t))
     kept = sorted(kept[: params.max_terms])
     column = {t: j for j, t in enumerate(kept)}
+    titled = sum(1 for title in titles if title and title.strip()) >= params.titled_share * max(n, 1)
     idents = stats.idents & set(kept)
     displays = stats.displays(set(kept))
     stats.surface = {k: d for k, d in displays.items() if " " not in k and not k.startswith(PHRASE)}
@@ -332,13 +343,13 @@ def build_term_index(
         for j, t in sorted((column[t], t) for t in body.keys() | head.keys() if t in column):
             indices.append(j)
             weight.append(1.0 if t in head else params.body_weight)
-            tf.append(float(body.get(t, 0) + 2 * head.get(t, 0)))
+            tf.append(float(body.get(t, 0) + params.title_tf * head.get(t, 0)))
         indptr[i + 1] = len(indices)
     return TermIndex(
         terms=kept,
         display=[displays.get(t, t.lstrip(PHRASE)) for t in kept],
         words=[frozenset(t.lstrip(PHRASE).split()) for t in kept],
-        nameability=np.asarray([_nameability(t, t in idents, stats, params) for t in kept], dtype=np.float64),
+        nameability=np.asarray([_nameability(t, t in idents, stats, params, titled) for t in kept], dtype=np.float64),
         ident=np.asarray([t in idents for t in kept], dtype=bool),
         indptr=indptr,
         indices=np.asarray(indices, dtype=np.int64),
@@ -351,7 +362,7 @@ def build_term_index(
 
 
 def join_names(names: Sequence[str]) -> str:
-    """``["Orders", "Billing", "Refunds"]`` -> ``"Orders, Billing & Refunds"``."""
+    """``["Seeds", "Soil", "Tools"]`` -> ``"Seeds, Soil & Tools"``."""
     names = list(names)
     if len(names) <= 1:
         return "".join(names)
