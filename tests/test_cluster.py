@@ -514,3 +514,25 @@ def test_the_parameters_object_is_the_only_home_of_thresholds() -> None:
     code = re.sub(r'"""[\s\S]*?"""|#.*', "", code)
     numbers = {float(m) for m in re.findall(r"(?<![\w.])(\d+\.?\d*(?:e-?\d+)?)(?![\w.])", code)}
     assert numbers <= {0.0, 1.0, 2.0, 1e-12}, numbers
+
+
+def test_the_root_split_prefers_balance_only_when_the_data_allows_it() -> None:
+    from knowtology_cli.builders.cluster import _cluster_node
+
+    rng = np.random.default_rng(0)
+    # Three tight, far-apart groups of a third each: the data forces a child above 25%.
+    centres = np.eye(3, 12, dtype=np.float32)
+    x = np.concatenate([c + 0.05 * rng.standard_normal((40, 12)).astype(np.float32) for c in centres])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels = _cluster_node(x, 2, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25)
+    assert len(set(labels.tolist())) == 3
+    # Six groups, two of them closer to each other: the best silhouette (k=5) merges those two into
+    # a third of the rows, while the six-way split scores nearly as well and keeps every child under 25%.
+    centres = np.eye(6, 16, dtype=np.float32)
+    centres[1] = centres[0] + 0.6 * centres[1]
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    x = np.concatenate([c + 0.05 * rng.standard_normal((40, 16)).astype(np.float32) for c in centres])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    free = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS)
+    balanced = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25)
+    assert np.bincount(free).max() == 80 and np.bincount(balanced).max() <= 0.25 * len(x)
