@@ -58,16 +58,20 @@ STOP_WORDS = frozenset(
     was we well were what whatever when whence whenever where whereafter whereas whereby wherein
     whereupon wherever whether which while whither who whoever whole whom whose why will with within
     without would yet you your yours yourself yourselves
-    able actually add added adding ago allow allowed allows apply applies appropriate ask asked
-    available away based best better certain clear come comes consider contain contains continue
-    currently describe described describes different easy example examples find following follows
-    found get gets getting give given gives go goes going good got great help important include
-    included includes including instead keep keeps kind know known like likely look looks made make
-    makes making mean means need needed needs new note notes ok okay particular particularly present
-    presented provide provided provides really regarding related required said say says see seen
-    shall shown shows show sure take taken takes tell thing things think use used useful uses using
-    usually various want way ways yes
-    http https www com org html htm pdf png jpg todo tbd
+    able across actually add added adding ago allow allowed allows already also always among another
+    anything apply applies appropriate ask asked available away based basic best better big certain
+    change changed changes clear come comes common consider contain contains continue current
+    currently day days describe described describes different does done each easy either example
+    examples find following follows found get gets getting give given gives go goes going good got
+    great help high however important include included includes including instead keep keeps kind
+    know known large later like likely line lines little long look looks low made main make makes
+    making mean means need needed needs new note notes number numbers often ok okay old open order
+    overview paper part particular particularly present presented problem problems provide provided
+    provides rather really related regarding required result results right said say says section
+    see seen set sets shall shown shows show side simple since small specific state states sure take
+    taken takes tell thing things think three time times top two type types under unless use used
+    useful user uses using usual usually value various want way ways whether work works yes
+    http https www com org html htm pdf png jpg todo tbd faq table contents page pages introduction
     two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
     """.split()
 )
