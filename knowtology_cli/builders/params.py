@@ -153,7 +153,7 @@ class TreeParams:
     description_titles: int = 4
     #: Snippets of the most typical chunks (nearest the centre, one per document) a description
     #: quotes, and their length: a passage says what the node holds in the text's own words.
-    description_passages: int = 2
+    description_passages: int = 1
     passage_chars: int = 100
     #: Children a parent's description lists.
     description_children: int = 4
