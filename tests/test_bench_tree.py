@@ -58,3 +58,33 @@ def test_chunks_without_vectors_are_not_counted_and_empty_trees_give_no_rows() -
     (row,) = name_routing([_node("x"), _node("y")], {"a": "x", "b": "y"}, {"a": AXES["x"]}, _embed)
     assert row["chunks"] == 1 and row["routing"] == 1.0 and row["largest_share"] == 0.5
     assert name_routing([], {}, {}, _embed) == []
+
+
+def test_kt_bench_tree_judges_a_folder_of_documents_end_to_end(tmp_path) -> None:
+    """`kt bench tree DIR` (subprocess): a folder of documents is ingested, built and its names judged."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    docs = tmp_path / "docs"
+    topics = {"garden": "seeds soil compost watering seedlings pruning roses",
+              "astronomy": "telescope galaxy nebula orbit comet eclipse planets",
+              "cooking": "oven dough flour butter simmer sauce garlic"}
+    for topic, words in topics.items():
+        for n in range(4):
+            folder = docs / topic
+            folder.mkdir(parents=True, exist_ok=True)
+            body = "\n\n".join(f"## Part {k}\n\n" + " ".join(words.split()[k:] + words.split()[:k]) + "." for k in range(3))
+            (folder / f"{topic}-{n}.md").write_text(f"# {topic.title()} notes {n}\n\n{body}\n")
+    kt = Path(sys.executable).with_name("kt")
+    env = {**os.environ, "KNOWTOLOGY_BENCH_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([str(kt), "bench", "tree", str(docs), "--embedder", "hash", "--json", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (coll,) = json.loads(done.stdout)["collections"]
+    assert coll["dataset"] == "docs" and coll["labels"] is None and coll["chunks"] >= 12
+    names = coll["builders"]["cluster"]["names"]
+    assert names and names[0]["level"] == 1 and 0.0 <= names[0]["routing"] <= 1.0
+    assert names[0]["largest_share"] >= 1 / names[0]["nodes"] - 1e-9
