@@ -202,3 +202,30 @@ class TreeReply(Record):
 
     categories: list[Category] = Field(default_factory=list)
     assignments: list[Assignment] = Field(default_factory=list)
+
+
+class TreeExport(Record):
+    """One rendering of a collection's tree (``kt export``): the text and what it holds."""
+
+    collection: str
+    path: str = "root"
+    format: str
+    text: str
+    nodes: int = 0
+    chunks: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TreeImportReport(Record):
+    """What ``kt import-tree`` did: the tree now in the store and where the document and store differ."""
+
+    collection: str
+    source: str = ""
+    builder: str | None = None
+    replaced: bool = False
+    nodes: int = 0
+    mapped: int = 0
+    dropped_nodes: int = 0
+    missing_from_store: list[str] = Field(default_factory=list)
+    unmapped_in_store: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)

@@ -233,9 +233,10 @@ def session_reset(name: Annotated[str | None, typer.Argument(help="Session name 
 
 def _register_extensions() -> None:
     """Commands that live in their own modules (agents, integrations, benchmarks, scale-out)."""
-    from . import agents, bench, scale
+    from . import agents, bench, export, scale
 
     agents.register(app)
+    export.register(app)
     bench.register(app)
     scale.register(app)
 
