@@ -16,6 +16,7 @@ from .errors import ConfigError, EmbeddingError, NotFoundError
 from .models import (
     ROOT,
     BrowseResult,
+    Chunk,
     ChunkLead,
     CollectionStatus,
     Hit,
@@ -26,6 +27,7 @@ from .models import (
     SearchResult,
     StatusReport,
 )
+from .provenance import provenance
 from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
 from .stores.sqlite import split_path
 
@@ -240,6 +242,7 @@ class KnowledgeBase:
                     i for i, (_, f) in stored.items()
                     if i not in incoming and (f in batch.files or any(f.startswith(p) for p in batch.scopes))
                 ]
+            todo, moved = self._moved_only(name, todo, stored)
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -253,6 +256,8 @@ class KnowledgeBase:
                 self.vectors.upsert(name, part, vectors)
                 done += len(part)
                 progress("embedding", done, len(todo))
+            if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
+                self._rewrite_moved(name, moved)
             if removed:  # mappings first: a kill in between leaves rows unmapped, never orphans
                 self.tree.apply(name, [], [], remove=removed)
                 self.vectors.delete(name, removed)
@@ -271,10 +276,45 @@ class KnowledgeBase:
             total=self.vectors.count(name),
             embedded=len(todo),
             skipped=len(batch.problems),
+            junk_merged=batch.junk_merged,
+            junk_dropped=batch.junk_dropped,
             problems=batch.problems,
             embedder=info.embedder,
             seconds=round(time.perf_counter() - started, 3),
         )
+
+    def _moved_only(
+        self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]]
+    ) -> tuple[list[Chunk], list[tuple[Chunk, Any]]]:
+        """Split changed rows into those to embed and those whose title and text are unchanged.
+
+        A document edit shifts the line ranges of the chunks after it; those rows get their new
+        metadata but keep their stored vector (``(chunk, vector)`` pairs), so nothing is re-embedded.
+        """
+        existing = [c for c in todo if c.chunk_id in stored]
+        if not existing:
+            return todo, []
+        old = {c.chunk_id: c for c in self.vectors.get(name, [c.chunk_id for c in existing])}
+        same = [c for c in existing if c.chunk_id in old and (old[c.chunk_id].title, old[c.chunk_id].text) == (c.title, c.text)]
+        vectors = self.vectors.vectors(name, [c.chunk_id for c in same]) if same else {}
+        moved = [(c, vectors[c.chunk_id]) for c in same if c.chunk_id in vectors]
+        keep = {c.chunk_id for c, _ in moved}
+        return [c for c in todo if c.chunk_id not in keep], moved
+
+    def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
+        """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""
+        import numpy as np
+
+        for start in range(0, len(moved), UPSERT_BATCH):
+            part = moved[start : start + UPSERT_BATCH]
+            self.vectors.upsert(name, [c for c, _ in part], np.stack([v for _, v in part]))
+        rows = {c.chunk_id: c for c, _ in moved}
+        mapped = self.tree.mappings(name, chunk_ids=list(rows))
+        if mapped:  # the chunk's meaning is unchanged: its place and snippet stay, only the source moved
+            self.tree.apply(name, [], [
+                (m.model_copy(update=provenance(rows[m.chunk_id].metadata)), rows[m.chunk_id].content_hash)
+                for m in mapped
+            ])
 
     # build --------------------------------------------------------------------------------
     def build(
@@ -344,7 +384,8 @@ class KnowledgeBase:
                 level_nodes = [c for n in level_nodes for c in self.tree.children(name, n.path)]
         chunks: list[ChunkLead] = []
         if segments and not any(c.level == len(segments) + 1 for c in children):
-            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet)
+            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet, section=m.section, lines=m.lines,
+                                pages=m.pages)
                       for m in self.tree.mappings(name, under=normalized) if m.path == normalized]
         children.sort(key=lambda c: c.path)
         return BrowseResult(collection=name, path=normalized, description=description, chunk_count=count,
@@ -435,14 +476,15 @@ class KnowledgeBase:
             if s.chunk_id in mapped:
                 m = mapped[s.chunk_id]
                 hits.append(Hit(chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, score=round(s.score, 6),
-                                doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index))
+                                doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index,
+                                section=m.section, lines=m.lines, pages=m.pages))
             elif s.chunk_id in loose:
                 from .builders.snippets import make_snippet
 
                 c = loose[s.chunk_id]
                 hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),
                                 score=round(s.score, 6), doc_id=c.doc_id, file_name=c.file_name,
-                                chunk_index=c.chunk_index))
+                                chunk_index=c.chunk_index, **provenance(c.metadata)))
         return hits
 
     # explore: read ------------------------------------------------------------------------
@@ -478,7 +520,8 @@ class KnowledgeBase:
             repeat = chunk_id in seen and not force
             out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
                                  text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
-                                 file_name=c.file_name, chunk_index=c.chunk_index, title=c.title))
+                                 file_name=c.file_name, chunk_index=c.chunk_index, title=c.title,
+                                 **provenance(c.metadata)))
             if not repeat and chunk_id not in seen:
                 newly.append(chunk_id)
         if newly:
