@@ -48,12 +48,17 @@ def test_retrieval_json_has_metrics_for_modes_and_baselines(bench_env: Path) -> 
     (coll,) = data["collections"]
     assert coll["dataset"] == "adi" and coll["queries"] == 8 and coll["chunks"] == 82
     systems = {r["system"] for r in coll["rows"]}
-    assert {"kt keyword", "kt semantic", "kt hybrid"} <= systems
+    assert {"kt fast (keyword)", "kt semantic", "kt default (hybrid)", "kt thorough"} <= systems
     assert any(r["kind"] == "baseline" and r["mode"] == "keyword" for r in coll["rows"])
     for row in coll["rows"]:
         for metric in ("ndcg@10", "recall@10", "recall@100", "mrr@10"):
             assert _in_unit(row[metric]), (row["system"], metric, row[metric])
-    assert {c["mode"] for c in coll["comparison"]} == {"keyword", "semantic", "hybrid"}
+    assert {c["mode"] for c in coll["comparison"]} == {"keyword", "semantic", "hybrid", "thorough"}
+    presets = data["presets"]["rows"]
+    assert [r["collection"] for r in presets] == ["adi", "mean"]
+    assert data["presets"]["thorough_gain"] == round(presets[-1]["thorough"] - presets[-1]["hybrid"], 4)
+    rules = {v["variant"] for v in coll["fusion_variants"]}
+    assert {"minmax@100", "zscore@1000", "rrf@1000"} <= rules
     assert (bench_env / "retrieval.json").is_file()
     assert (bench_env / "retrieval_ndcg.png").stat().st_size > 0
 

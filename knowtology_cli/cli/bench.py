@@ -46,13 +46,14 @@ def retrieval(
     as_json: JsonOpt = False,
 ) -> None:
     """nDCG@10, Recall@10/100, MRR@10 and latency of keyword/semantic/hybrid beside BM25, exact dense, fusion."""
-    from knowtology_cli.bench.report import retrieval_markdown
+    from knowtology_cli.bench.report import presets_markdown, retrieval_markdown
     from knowtology_cli.bench.retrieval import run_many
 
     with handled(as_json):
         result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, fts_variants=fts_variants,
                           message=_say)
-    _finish("retrieval", result, out, as_json, "\n\n".join(retrieval_markdown(r) for r in result["collections"]))
+    _finish("retrieval", result, out, as_json, "\n\n".join(
+        [presets_markdown(result["presets"])] + [retrieval_markdown(r) for r in result["collections"]]))
 
 
 @bench_app.command("tokens")
