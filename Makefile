@@ -9,7 +9,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress tour clean
+.PHONY: install demo test lint bench stress golden tour clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,10 @@ stress: $(STAMP)
 
 tour: $(STAMP)
 	$(BIN)/python scripts/tour.py
+
+# rewrite the golden offline trees (tests/golden/*.txt) after reviewing a naming change
+golden: $(STAMP)
+	$(BIN)/python -m benchmarks.golden_trees
 
 clean:
 	rm -rf $(VENV) .knowtology .pytest_cache .cache
