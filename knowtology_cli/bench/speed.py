@@ -142,7 +142,11 @@ def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) 
     ds = load_dataset(data_dir)
     kb, store, _ = open_store(ds, embedder, message=message)
     try:
-        _ensure_tree(kb, message)
+        if not _ensure_tree(kb, message):
+            from knowtology_cli.errors import BuildError
+
+            raise BuildError(f"no offline tree for {ds.name}: kt browse would time an empty map",
+                             hint="see the message above; `kt build` on that store shows the error")
         size = {"collection": ds.name, "chunks": kb.vectors.count(COLLECTION),
                 "categories": len(kb.tree.nodes(COLLECTION))}
     finally:
