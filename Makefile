@@ -9,7 +9,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress golden clean
+.PHONY: install demo test lint bench stress golden tour clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +56,9 @@ bench: $(STAMP)
 
 stress: $(STAMP)
 	$(BIN)/python -m benchmarks.stress
+
+tour: $(STAMP)
+	$(BIN)/python scripts/tour.py
 
 # rewrite the golden offline trees (tests/golden/*.txt) after reviewing a naming change
 golden: $(STAMP)

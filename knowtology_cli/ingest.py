@@ -51,6 +51,8 @@ class InputBatch:
     origins: dict[str, str] = field(default_factory=dict)
     junk_merged: int = 0
     junk_dropped: int = 0
+    #: paths given that do not exist (no --skip-invalid can help with those)
+    missing: list[str] = field(default_factory=list)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -75,6 +77,7 @@ def read_inputs(
         path = Path(raw)
         if not path.exists() and not path.is_symlink():
             batch.problems.append(f"{raw}: no such file or directory — check the path")
+            batch.missing.append(raw)
             continue
         if path.is_dir():
             files = sorted(_walk(path, batch))
@@ -299,8 +302,10 @@ def require_valid(batch: InputBatch, skip_invalid: bool) -> None:
     """Raise ``InputError`` naming the first problem unless ``skip_invalid``."""
     if batch.problems and not skip_invalid:
         more = f" (+{len(batch.problems) - 1} more)" if len(batch.problems) > 1 else ""
-        raise InputError(
-            batch.problems[0] + more,
-            hint="fix the input, or pass --skip-invalid to ingest the valid rows and list the rest",
-            problems=batch.problems,
-        )
+        if batch.missing:  # skipping cannot make a mistyped path appear
+            hint = "nothing was changed; check the path" + ("s" if len(batch.missing) > 1 else "") + " and run it again"
+        elif not batch.chunks:
+            hint = "nothing was changed and no valid rows were found; fix the input and run it again"
+        else:
+            hint = "fix the input, or pass --skip-invalid to ingest the valid rows and list the rest"
+        raise InputError(batch.problems[0] + more, hint=hint, problems=batch.problems)

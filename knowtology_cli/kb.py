@@ -26,6 +26,7 @@ from .models import (
     ReadResult,
     SearchResult,
     StatusReport,
+    TreeNode,
 )
 from .provenance import provenance
 from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
@@ -179,10 +180,27 @@ class KnowledgeBase:
     def _resolve_under(self, collection: str, under: str | None) -> list[str] | None:
         if not under or not split_path(under):
             return None
-        if self.tree.get_node(collection, under) is None:
-            raise NotFoundError(f"no category {under!r} in collection {collection!r}",
-                                hint="`kt browse` lists the categories")
-        return [m.chunk_id for m in self.tree.mappings(collection, under=under)]
+        node = self.find_node(under, collection=collection)
+        return [m.chunk_id for m in self.tree.mappings(collection, under=node.path)]
+
+    def find_node(self, path: str, *, collection: str | None = None) -> TreeNode:
+        """The category at ``path``; letter case and spacing around ``/`` need not match when only
+        one category fits.
+
+        Raises:
+            NotFoundError: no category fits, or several differ only in case; the hint names the
+                closest real paths (``did you mean …``).
+        """
+        from .paths import resolve_path
+
+        name = self._collection(collection)
+        wanted = "/".join(split_path(path))
+        node = self.tree.get_node(name, wanted)
+        if node is not None:
+            return node
+        nodes = {n.path: n for n in self.tree.nodes(name)}
+        match = resolve_path(wanted, list(nodes), collection=name, original=path)
+        return nodes[match]
 
     # ingest -------------------------------------------------------------------------------
     def ingest(
@@ -209,8 +227,6 @@ class KnowledgeBase:
         name = self._collection(collection)
         batch = read_inputs(paths, stdin=stdin)
         require_valid(batch, skip_invalid)
-        for problem in batch.problems:
-            message(f"skipped: {problem}")
         info = self.tree.get_collection(name)
         wanted = canonical_name(embedder) if embedder else None
         if info is not None and wanted and wanted != info.embedder:
@@ -265,13 +281,15 @@ class KnowledgeBase:
                 refresh = getattr(self.vectors, "refresh_indexes", None)
                 if refresh is not None:
                     refresh(name)
+            total = self.vectors.count(name)
+            self.tree.set_chunk_count(name, total)
         return IngestReport(
             collection=name,
             added=added,
             updated=updated,
             unchanged=unchanged,
             deleted=len(removed),
-            total=self.vectors.count(name),
+            total=total,
             embedded=len(todo),
             skipped=len(batch.problems),
             junk_merged=batch.junk_merged,
@@ -344,7 +362,7 @@ class KnowledgeBase:
             raise ConfigError("the llm builder needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL")
         chosen = "llm" if builder == "llm" or (builder == "auto" and client is not None) else "cluster"
         with self._with_lock():
-            return run_build(
+            report = run_build(
                 self,
                 name,
                 builder=chosen,
@@ -356,38 +374,56 @@ class KnowledgeBase:
                 message=message,
                 use_cache=use_cache,
             )
+            if not dry_run:
+                self.tree.set_chunk_count(name, report.mapped + report.unmapped)
+        return report
 
     # explore: browse ----------------------------------------------------------------------
     def browse(self, path: str = ROOT, *, collection: str | None = None, depth: int = 1) -> BrowseResult:
-        """Children of ``path`` with counts; at a leaf, its chunks' snippets (never text)."""
+        """Children of ``path`` with counts; at a leaf, its chunks' snippets (never text).
+
+        ``path`` matches regardless of letter case when only one category fits (see
+        :meth:`find_node`). At the root, ``unmapped`` counts the chunks no category holds yet.
+        """
         name = self._collection(collection)
-        self._require_collection(name)
+        info = self._require_collection(name)
         segments = split_path(path)
+        unmapped = 0
         if segments:
-            node = self.tree.get_node(name, path)
-            if node is None:
-                raise NotFoundError(f"no category {path!r} in collection {name!r}",
-                                    hint="`kt browse` lists the top categories")
+            node = self.find_node(path, collection=name)
+            segments = split_path(node.path)
             normalized, description, count = node.path, node.description, node.chunk_count
             level_nodes = self.tree.children(name, node.path)
         else:
             level_nodes = self.tree.children(name, None)
             normalized, description = ROOT, ""
             count = sum(n.chunk_count for n in level_nodes)
+            unmapped = self._unmapped(info, count, has_tree=bool(level_nodes))
+        # built from the tree store's records, already valid: model_construct skips re-validation
         children: list[NodeSummary] = []
         for level in range(max(1, depth)):
-            children.extend(NodeSummary(path=n.path, name=n.name, description=n.description, level=n.level,
-                                        chunk_count=n.chunk_count) for n in level_nodes)
+            children.extend(NodeSummary.model_construct(path=n.path, name=n.name, description=n.description,
+                                                        level=n.level, chunk_count=n.chunk_count)
+                            for n in level_nodes)
             if level + 1 < depth:
                 level_nodes = [c for n in level_nodes for c in self.tree.children(name, n.path)]
         chunks: list[ChunkLead] = []
         if segments and not any(c.level == len(segments) + 1 for c in children):
-            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet, section=m.section, lines=m.lines,
-                                pages=m.pages)
+            chunks = [ChunkLead.model_construct(chunk_id=m.chunk_id, snippet=m.snippet, section=m.section,
+                                                lines=m.lines, pages=m.pages)
                       for m in self.tree.mappings(name, under=normalized) if m.path == normalized]
         children.sort(key=lambda c: c.path)
-        return BrowseResult(collection=name, path=normalized, description=description, chunk_count=count,
-                            children=children, chunks=chunks)
+        return BrowseResult.model_construct(collection=name, path=normalized, description=description,
+                                            chunk_count=count, children=children, chunks=chunks, unmapped=unmapped)
+
+    def _unmapped(self, info: CollectionInfo, mapped: int, *, has_tree: bool) -> int:
+        """Chunks not in the map: from the count recorded at ingest/build; without one (a store
+        written before counts were recorded), the vector table is counted only while there is no
+        tree at all, so ``browse`` stays a tree-store read."""
+        total = info.chunks
+        if total is None and not has_tree:
+            total = self.vectors.count(info.name)
+        return max(0, (total or 0) - mapped)
 
     # explore: search / grep ---------------------------------------------------------------
     def search(

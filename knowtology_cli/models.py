@@ -12,7 +12,8 @@ ROOT = "root"
 class Record(BaseModel):
     """Base of every record: frozen, extra keys rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a record's validator is built on first use, not at import (kt browse uses 3 of them)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Chunk(Record):
@@ -90,6 +91,7 @@ class BrowseResult(Record):
     chunk_count: int = 0
     children: list[NodeSummary] = Field(default_factory=list)
     chunks: list[ChunkLead] = Field(default_factory=list)
+    unmapped: int = Field(default=0, description="At the root: chunks no category holds yet (run kt build).")
 
 
 class Hit(Record):

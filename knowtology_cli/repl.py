@@ -5,7 +5,10 @@ Commands mirror the CLI: ``ls``/``cd`` walk the category tree like directories, 
 ``(already read — skip)``), ``history`` lists what this session has read. Tab completes commands,
 category paths and chunk ids; the line history persists in a file. Everything goes through the
 shared :class:`~knowtology_cli.tools.KnowledgeMapTools`; the CLI passes its own printers so the
-output matches ``kt browse/search/grep/read``.
+output matches ``kt browse/search/grep/read``. Commands may be typed as the CLI and its hints print
+them (``kt browse PATH``, ``search … -k 3``). Fed from a pipe or file, the shell runs the lines as a
+script: no prompt or banner, and it stops with exit status 1 at the first failing line (all lines
+are run with ``keep_going``).
 """
 
 from __future__ import annotations
@@ -42,15 +45,25 @@ COMMANDS: tuple[Command, ...] = (
     Command("ls", "ls [PATH]", "list the categories under PATH (default: here); at a leaf, its chunks"),
     Command("cd", "cd PATH", "go to a category (.. up, / top); paths may contain spaces"),
     Command("pwd", "pwd", "print the current category"),
+    Command("browse", "browse [PATH] [--depth N]", "as kt browse: PATH from the top (default: the top)"),
     Command("search", "search [-k N] QUERY", "search by meaning under the current category (snippets)"),
     Command("grep", "grep [-k N] TERMS", "keyword search under the current category; 'a, b' for several terms"),
-    Command("read", "read CHUNK_ID...", "print chunks in full; repeats say (already read — skip)"),
+    Command("read", "read CHUNK_ID... [--force]", "print chunks in full; repeats say (already read — skip)"),
     Command("history", "history", "the chunk ids this session has read, oldest first"),
     Command("reset", "reset", "forget this session's read history"),
-    Command("help", "help", "this list"),
+    Command("help", "help", "this list (commands may start with kt, as the hints print them)"),
     Command("exit", "exit", "leave (also quit or Ctrl-D)"),
 )
 COMMAND_NAMES = tuple(c.name for c in COMMANDS) + ("quit",)
+#: what each command accepts after its name: flag -> takes a value
+FLAGS: dict[str, dict[str, bool]] = {
+    "ls": {"--depth": True}, "browse": {"--depth": True},
+    "search": {"-k": True, "--top-k": True, "--under": True},
+    "grep": {"-k": True, "--top-k": True, "--under": True},
+    "read": {"--force": False},
+}
+#: CLI commands the hints name that only the terminal runs (not the shell)
+TERMINAL_ONLY = ("ingest", "build", "status", "session", "attach", "detach", "mcp", "serve", "ask", "bench", "repl")
 
 
 def _print_text(text: str) -> None:
@@ -125,17 +138,48 @@ class Repl:
 
     # commands -----------------------------------------------------------------------------
     def execute(self, line: str) -> bool:
-        """Run one command line; False means leave the shell."""
+        """Run one command line; False means leave the shell (errors are shown, not raised)."""
+        try:
+            return self.run_line(line)
+        except KnowtologyError as exc:
+            self.show_error(exc)
+        return True
+
+    def run_line(self, line: str) -> bool:
+        """Run one command line; False means leave the shell.
+
+        A leading ``kt`` / ``knowtology`` is dropped, so commands copied from hints and the CLI work.
+
+        Raises:
+            KnowtologyError: a failing or unknown command.
+        """
         line = line.strip()
         if not line or line.startswith("#"):
             return True
         name, _, rest = line.partition(" ")
-        rest = rest.strip()
-        try:
-            return self._dispatch(name.lower(), rest)
-        except KnowtologyError as exc:
-            self.show_error(exc)
-        return True
+        if name.lower() in ("kt", "knowtology"):
+            name, _, rest = rest.strip().partition(" ")
+        return self._dispatch(name.lower(), rest.strip())
+
+    def run_script(self, lines: Iterable[str], *, keep_going: bool = False) -> int:
+        """Run commands line by line without prompts (``kt repl`` reading a pipe or file).
+
+        Returns:
+            0 when every line ran; 1 after the first failing line (after all lines with
+            ``keep_going``). Errors name the line number.
+        """
+        failed = False
+        for number, line in enumerate(lines, start=1):
+            try:
+                if not self.run_line(line):
+                    break
+            except KnowtologyError as exc:
+                failed = True
+                exc.message = f"line {number}: {exc.message}"
+                self.show_error(exc)
+                if not keep_going:
+                    break
+        return 1 if failed else 0
 
     def _dispatch(self, name: str, rest: str) -> bool:
         if name in ("exit", "quit"):
@@ -145,28 +189,32 @@ class Repl:
             self.write("\n".join(f"  {c.usage.ljust(width)}  {c.help}" for c in COMMANDS))
         elif name == "pwd":
             self.write("/" + ("" if self.cwd == ROOT else self.cwd))
-        elif name == "ls":
-            result = self.tools.browse(self.resolve(rest))
+        elif name in ("ls", "browse"):
+            words, opts = _parse(name, rest)
+            path = " ".join(words)
+            target = self.resolve(path) if name == "ls" else self.resolve("/" + path)
+            result = self.tools.browse(target, depth=_int(opts, "--depth", 1))
             self._remember(lead.chunk_id for lead in result.chunks)
             self.show_browse(result)
         elif name == "cd":
-            target = self.resolve(rest or "/")
-            self.tools.browse(target)  # raises NotFoundError for an unknown path
-            self.cwd = target
+            self.cwd = self.tools.browse(self.resolve(rest or "/")).path  # the path as stored (any case typed)
         elif name in ("search", "grep"):
-            top_k, text = _take_k(rest)
+            words, opts = _parse(name, rest)
+            text = " ".join(words)
             if not text:
                 raise _usage(name)
-            under = None if self.cwd == ROOT else self.cwd
+            top_k = _int(opts, "-k", None) or _int(opts, "--top-k", None)
+            under = opts.get("--under") or (None if self.cwd == ROOT else self.cwd)
             result = (self.tools.search(text, top_k, under) if name == "search"
                       else self.tools.keyword(text, top_k, under))
             self._remember(h.chunk_id for h in result.hits)
             self.show_hits(result)
         elif name == "read":
-            ids = _split_ids(rest)
+            words, opts = _parse(name, rest)
+            ids = [part for word in words for part in word.split(",") if part]
             if not ids:
                 raise _usage(name)
-            self.show_read(self.tools.read(ids))
+            self.show_read(self.tools.read(ids, force="--force" in opts))
         elif name == "history":
             read = self.tools.history()
             self.write("\n".join(read) if read else "(nothing read yet in this session)")
@@ -176,6 +224,8 @@ class Repl:
         else:
             from .errors import ConfigError
 
+            if name in TERMINAL_ONLY:
+                raise ConfigError(f"`{name}` is not a shell command", hint=f"run it in your terminal: kt {name} {rest}".rstrip())
             raise ConfigError(f"unknown command {name!r}", hint="type help for the commands")
         return True
 
@@ -194,8 +244,16 @@ class Repl:
         return list(dict.fromkeys([*self.seen_ids, *self._mapped]))
 
     # the loop -----------------------------------------------------------------------------
-    def run(self) -> None:
-        """Read commands until ``exit`` or Ctrl-D (Ctrl-C clears the line)."""
+    def run(self, *, keep_going: bool = False, stdin: Any = None) -> int:
+        """Read commands until ``exit`` or end of input; the exit status.
+
+        On a terminal: prompts, completion and history (Ctrl-C clears the line, Ctrl-D leaves).
+        From a pipe or file: a script run line by line with no prompt or banner (see
+        :meth:`run_script`).
+        """
+        stream = stdin if stdin is not None else sys.stdin
+        if not stream.isatty():
+            return self.run_script(stream, keep_going=keep_going)
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 
@@ -218,6 +276,7 @@ class Repl:
                 break
             if not self.execute(line):
                 break
+        return 0
 
 
 def _print_error(exc: KnowtologyError) -> None:
@@ -231,23 +290,47 @@ def _usage(name: str) -> KnowtologyError:
     return ConfigError(f"usage: {usage}")
 
 
-def _take_k(rest: str) -> tuple[int | None, str]:
-    """Split an optional leading ``-k N`` off the argument text."""
-    parts = rest.split(None, 2)
-    if len(parts) >= 2 and parts[0] in ("-k", "--top-k"):
-        try:
-            return int(parts[1]), parts[2] if len(parts) > 2 else ""
-        except ValueError:
-            pass
-    return None, rest
+def _parse(name: str, rest: str) -> tuple[list[str], dict[str, str]]:
+    """Words and the command's flags (``FLAGS``) from the argument text, CLI style (flags anywhere)."""
+    from .errors import ConfigError
 
-
-def _split_ids(rest: str) -> list[str]:
     try:
         tokens = shlex.split(rest)
-    except ValueError:
+    except ValueError:  # an apostrophe in a question: plain words
         tokens = rest.split()
-    return [t for token in tokens for t in token.split(",") if t]
+    known = FLAGS.get(name, {})
+    words: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        flag, eq, value = token.partition("=")
+        if flag in known:
+            if known[flag] and not eq:
+                if i + 1 >= len(tokens):
+                    raise ConfigError(f"{flag} needs a value", hint=f"usage: {_usage(name).message.removeprefix('usage: ')}")
+                value, i = tokens[i + 1], i + 1
+            opts[flag] = value if known[flag] else "1"
+        elif token.startswith("--") and len(token) > 2:
+            raise ConfigError(f"{name} has no option {flag}", hint=f"usage: {_usage(name).message.removeprefix('usage: ')}")
+        else:
+            words.append(token)
+        i += 1
+    return words, opts
+
+
+def _int(opts: dict[str, str], flag: str, default: int | None) -> int | None:
+    from .errors import ConfigError
+
+    if flag not in opts:
+        return default
+    try:
+        value = int(opts[flag])
+    except ValueError:
+        raise ConfigError(f"{flag} needs a whole number, got {opts[flag]!r}") from None
+    if value < 1:
+        raise ConfigError(f"{flag} must be at least 1, got {value}")
+    return value
 
 
 class ReplCompleter(Completer):

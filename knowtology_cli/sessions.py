@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -83,6 +82,8 @@ class SessionStore:
     def _write(self, name: str, data: dict[str, Any]) -> None:
         path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only writers need it (kt browse imports this module)
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

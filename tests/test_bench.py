@@ -125,7 +125,13 @@ def test_tree_with_a_missing_labels_file_is_a_clear_error(bench_env: Path, tmp_p
 @pytest.mark.slow
 def test_speed_json_has_cold_and_warm_figures(bench_env: Path) -> None:
     data = _run(["bench", "speed", "--data", str(ADI), "--embedder", "hash", "--sizes", "300", "--no-ann", "--runs",
-                 "1", "--queries", "5", "--json", "--out", str(bench_env)])
+                 "1", "--queries", "5", "--startup-data", str(ADI), "--startup-runs", "2", "--json", "--out",
+                 str(bench_env)])
+    startup = data["startup"]
+    assert startup["collection"] == "adi" and startup["chunks"] == 82 and startup["categories"] > 1
+    assert [r["command"] for r in startup["rows"]] == ["kt --help", "kt browse"]
+    assert all(r["x_python"] > 0 and isinstance(r["within_target"], bool) for r in startup["rows"])
+    assert {r["command"]: r["target"] for r in startup["rows"]} == {"kt --help": 4.0, "kt browse": 8.0}
     commands = {r["command"]: r for r in data["cold"]}
     assert "python -c pass" in commands and "kt browse" in commands
     assert all(r["exit"] == 0 and r["wall_ms"] > 0 for r in commands.values())

@@ -86,6 +86,74 @@ def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs
     return rows
 
 
+#: start-up targets of issue 16, as multiples of a bare ``python -c pass`` (paired medians)
+STARTUP_TARGETS = {"kt --help": 4.0, "kt browse": 8.0}
+STARTUP_RUNS = 21
+
+
+def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
+    """Cold ``kt --help`` and ``kt browse`` as paired multiples of ``python -c pass``.
+
+    Each round starts the three as fresh processes back to back, in an order that rotates from
+    round to round, and takes each command's ratio to that round's ``python -c pass``: pairing
+    cancels most of the drift a busy machine adds, and the median of the ratios is reported (with
+    the median walls). The package is byte-compiled first (also when PYTHONDONTWRITEBYTECODE is
+    set) and each command run once unmeasured, so every round reads cached bytecode and a warm
+    page cache, as a user's second run does.
+    """
+    import compileall
+
+    import knowtology_cli
+
+    compileall.compile_dir(str(Path(knowtology_cli.__file__).parent), quiet=1)
+    kt = str(Path(sys.executable).with_name("kt"))
+    env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "KNOWTOLOGY_COLLECTION": COLLECTION,
+           "LANCEDB_LOG": "error", "LANCE_LOG": "error"}
+    for key in ("COLUMNS", "NO_COLOR", "FORCE_COLOR"):
+        env.pop(key, None)
+    commands = {"python -c pass": [sys.executable, "-c", "pass"], "kt --help": [kt, "--help"],
+                "kt browse": [kt, "browse"]}
+    for argv in commands.values():
+        _run_cold(argv, env)
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    names = list(commands)
+    for round_no in range(max(1, runs)):
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            wall, _, _, code = _run_cold(commands[name], env)
+            if code != 0:
+                raise RuntimeError(f"{name} exited {code} on {store}")
+            walls[name].append(wall)
+    rows = []
+    for name in names[1:]:
+        ratios = [c / b for c, b in zip(walls[name], walls["python -c pass"])]
+        ratio = statistics.median(ratios)
+        rows.append({"command": name, "median_ms": round(statistics.median(walls[name]) * 1000, 1),
+                     "python_ms": round(statistics.median(walls["python -c pass"]) * 1000, 1),
+                     "x_python": round(ratio, 2), "target": STARTUP_TARGETS[name],
+                     "within_target": ratio <= STARTUP_TARGETS[name]})
+    return {"runs": runs, "rows": rows}
+
+
+def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+    """The cached scratch store of ``data_dir`` with its offline tree (built once), and its size."""
+    from knowtology_cli.bench.tokens import _ensure_tree
+
+    ds = load_dataset(data_dir)
+    kb, store, _ = open_store(ds, embedder, message=message)
+    try:
+        if not _ensure_tree(kb, message):
+            from knowtology_cli.errors import BuildError
+
+            raise BuildError(f"no offline tree for {ds.name}: kt browse would time an empty map",
+                             hint="see the message above; `kt build` on that store shows the error")
+        size = {"collection": ds.name, "chunks": kb.vectors.count(COLLECTION),
+                "categories": len(kb.tree.nodes(COLLECTION))}
+    finally:
+        kb.close()
+    return store, size
+
+
 def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[str, Any]:
     """Library ingest vs the bare embedder on the same chunks, plus the CLI ingest as a process."""
     from knowtology_cli.embedders import get_embedder
@@ -294,12 +362,21 @@ def rerank_cost(directory: Path, queries: list[str], timed: Callable[[Callable[[
 
 def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann: bool = True, embedder: str = "local",
               ingest_chunks: int = 200, n_queries: int = 50, runs: int = RUNS, out_dir: Any = None,
+              startup_data: str | None = "scifact", startup_runs: int = STARTUP_RUNS,
               message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Every speed measurement; see the module docstring for what is real and what is synthetic."""
+    result_startup: dict[str, Any] | None = None
+    if startup_data:
+        store, size = startup_store(startup_data, embedder, message)
+        message(f"start-up: kt --help and kt browse vs python -c pass, {startup_runs} paired rounds on "
+                f"{size['collection']} ({size['chunks']:,} chunks, {size['categories']} categories)…")
+        result_startup = {**startup_ratios(store, startup_runs), **size}
     ds = load_dataset(data_dir)
     queries = list(ds.judged(n_queries).values())
     result: dict[str, Any] = {"dataset": ds.name, "cpus": os.cpu_count(), "python": sys.version.split()[0],
                               "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    if result_startup is not None:
+        result["startup"] = result_startup
     small = load_dataset("adi") if ds.name != "adi" else ds
     kb, store, _ = open_store(small, embedder, message=message)
     leaf = None
@@ -319,7 +396,7 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
     message(f"ingest throughput on {ingest_chunks} {ds.name} chunks…")
     result["ingest"] = ingest_throughput(chunk_lines(ds)[:ingest_chunks], embedder)
     result["scale"] = []
-    for size in sizes or [10_000, 100_000]:
+    for size in sizes if sizes is not None else [10_000, 100_000]:
         directory, source = scaled_store(data_dir, size, message, embedder)
         message(f"warm latency at {size:,} chunks…")
         row = warm_latency(directory, queries, ann=ann, message=message)
@@ -334,6 +411,7 @@ def speed_markdown(result: dict[str, Any]) -> str:
 
     parts = [f"Load average at start / end: {result['load_average_at_start']} / {result.get('load_average_at_end')} "
              f"on {result['cpus']} CPUs.",
+             *([startup_markdown(result["startup"])] if result.get("startup") else []),
              f"### Cold start (fresh process, median of {result.get('cold_runs', RUNS)}; store: {result['cold_store']})\n\n"
              + table(result["cold"], ["command", "wall_ms", "x_python", "cpu_ms", "x_python_cpu", "peak_rss_mib", "exit"],
                      ["command", "wall ms", "× python -c pass", "CPU ms", "CPU × python", "peak RSS MiB", "exit"])]
@@ -369,3 +447,14 @@ def speed_markdown(result: dict[str, Any]) -> str:
                      + (f", index built in {s['ann_build_s']} s" if "ann_build_s" in s else "")
                      + f". Vectors: {s['vectors']}.")
     return "\n\n".join(parts)
+
+
+def startup_markdown(startup: dict[str, Any]) -> str:
+    """The start-up section: paired medians against the issue-16 targets."""
+    from knowtology_cli.bench.report import table
+
+    return (f"### Start-up (paired with `python -c pass`, median of {startup['runs']} rounds; "
+            f"{startup['collection']}: {startup['chunks']:,} chunks, {startup['categories']} categories)\n\n"
+            + table(startup["rows"], ["command", "median_ms", "python_ms", "x_python", "target", "within_target"],
+                    ["command", "median ms", "python -c pass ms", "× python (paired median)", "target ×",
+                     "within target"]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +31,8 @@ def open_tools(store: str | None, collection: str | None, session: str | None, *
         import sys
 
         kb.lock.on_wait = lambda text: print(text, file=sys.stderr, flush=True)
+    import secrets  # (not at module level: every kt command imports this module)
+
     run_session = cfg.session if named else f"{private_prefix}-{secrets.token_hex(4)}"
     return KnowledgeMapTools(cfg.collection, top_k=top_k, kb=kb, session=run_session), named
 
@@ -80,10 +81,15 @@ def register(app: typer.Typer) -> None:
     def repl_command(
         session: SessionOpt = None,
         top_k: TopKOpt = 5,
+        keep_going: Annotated[bool, typer.Option("--keep-going", help="Reading a script from a pipe or file: run every line even after one fails (the exit status is still 1).")] = False,
         store: StoreOpt = None,
         collection: CollectionOpt = None,
     ) -> None:
-        """Interactive shell over the map: ls, cd, search, grep, read, history (tab completes commands, paths, ids)."""
+        """Interactive shell over the map: ls, cd, search, grep, read, history (tab completes commands, paths, ids).
+
+        Fed from a pipe or file (kt repl < script.kt), it runs the lines as a script: no prompts, and it
+        stops with exit status 1 at the first failing line unless --keep-going.
+        """
         from knowtology_cli.repl import Repl
 
         from .render import print_browse, print_hits, print_read
@@ -92,7 +98,7 @@ def register(app: typer.Typer) -> None:
             tools, _ = open_tools(store, collection, session, top_k=top_k)
             shell = Repl(tools, history_file=tools.kb.settings.store_dir / "repl_history",
                          show_browse=print_browse, show_hits=print_hits, show_read=print_read)
-        shell.run()
+        raise typer.Exit(shell.run(keep_going=keep_going))
 
     @app.command("ask")
     def ask_command(

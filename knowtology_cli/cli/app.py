@@ -20,6 +20,7 @@ from .common import (
     open_kb,
     run,
 )
+from .group import KtGroup, lazy_root
 
 
 class OutputFormat(str, Enum):
@@ -27,6 +28,15 @@ class OutputFormat(str, Enum):
 
     text = "text"
     context = "context"
+
+
+EPILOG = (
+    "Shell completion: `kt --install-completion` adds it to your shell's startup file (bash, zsh, fish, "
+    "PowerShell); `kt --show-completion` prints the script to install yourself.\n\n"
+    "Output: NO_COLOR=1 turns styles off, FORCE_COLOR=1 keeps them in pipes, COLUMNS=N sets the width "
+    "lines are fitted to. Every command takes --json (one JSON document on stdout). Exit codes: 0 ok, "
+    "1 error, 2 usage."
+)
 
 
 class Preset(str, Enum):
@@ -46,12 +56,33 @@ class Reranker(str, Enum):
 
 app = typer.Typer(
     name="kt",
+    cls=KtGroup,
     help="Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read.",
+    epilog=EPILOG,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"kt {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read."""
+
+
 session_app = typer.Typer(help="Manage read histories (what a session has already read).", no_args_is_help=True)
 app.add_typer(session_app, name="session")
 
@@ -95,7 +126,7 @@ def build(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the tree over instead of extending it.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Parallel LLM calls where batches are independent.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the model even for prompts the call log has answered (new calls are still logged).")] = False,
-    timeout: Annotated[str | None, typer.Option(metavar="<seconds>", help="Seconds per LLM call attempt before it is retried (env KNOWTOLOGY_LLM_TIMEOUT; default 600).")] = None,
+    timeout: Annotated[str | None, typer.Option(metavar="SECONDS", help="Seconds per LLM call attempt before it is retried (env KNOWTOLOGY_LLM_TIMEOUT; default 600).")] = None,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -111,7 +142,8 @@ def build(
         if spec and builder != "cluster":
             from ..kb import llm_from_settings
 
-            client = llm_from_settings(spec, kb.settings, timeout=seconds)
+            # a dry run only plans (model profile, token counts, prices): no key needed
+            client = llm_from_settings(spec, kb.settings, timeout=seconds, require_key=not dry_run)
         with StderrProgress() as bar:
             report = kb.build(builder=builder, llm=client, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
                               use_cache=not no_cache, progress=bar.update, message=bar.message)
@@ -140,7 +172,8 @@ def browse(
     """Show the map: categories under PATH with counts; at a leaf, its chunks' snippets."""
     from .render import print_browse
 
-    run(as_json, lambda: open_kb(store, collection).browse(path, depth=depth), print_browse)
+    run(as_json, lambda: open_kb(store, collection).browse(path, depth=depth),
+        lambda r: print_browse(r, store=store, collection=collection))
 
 
 @app.command()
@@ -276,11 +309,16 @@ _register_extensions()
 
 def main() -> None:
     """Console-script entry point."""
+    import os
+
     from ..stores import heavy_imports
 
     heavy_imports.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
+    # pydantic scans every installed distribution's entry points for plugins when the first model is
+    # defined (~10% of `kt browse`); kt uses none. An explicit PYDANTIC_DISABLE_PLUGINS is honoured.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
-        app()
+        lazy_root(app)(prog_name="kt")
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler is in place (startup, parsing)
         print("Interrupted — nothing was written.", file=sys.stderr)
         sys.exit(130)

@@ -75,10 +75,12 @@ def tokens(
 @bench_app.command("speed")
 def speed(
     data_dir: Annotated[str, typer.Option("--data", help="Collection whose text is used and scaled up.")] = "cranfield",
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated chunk counts for warm latency.")] = "10000,100000",
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated chunk counts for warm latency ('' skips it).")] = "10000,100000",
     ann: Annotated[bool, typer.Option("--ann/--no-ann", help="Also measure a LanceDB ANN vector index.")] = True,
     embedder: EmbedderOpt = "local",
     runs: Annotated[int, typer.Option("--runs", help="Cold runs per command (median is reported).")] = 3,
+    startup_data: Annotated[str, typer.Option("--startup-data", help="Collection (≥ 5,000 chunks) whose store times kt --help and kt browse against python -c pass; '' skips it.")] = "scifact",
+    startup_runs: Annotated[int, typer.Option("--startup-runs", min=1, help="Paired rounds for the start-up ratios.")] = 21,
     queries: Annotated[int, typer.Option("--queries", help="Queries for warm latency.")] = 50,
     out: OutOpt = DEFAULT_OUT,
     as_json: JsonOpt = False,
@@ -88,7 +90,8 @@ def speed(
 
     with handled(as_json):
         result = run_speed(data_dir, sizes=[int(s) for s in sizes.split(",") if s.strip()], ann=ann, out_dir=out,
-                           embedder=embedder, runs=runs, n_queries=queries, message=_say)
+                           embedder=embedder, runs=runs, n_queries=queries, startup_data=startup_data or None,
+                           startup_runs=startup_runs, message=_say)
     _finish("speed", result, out, as_json, speed_markdown(result))
 
 

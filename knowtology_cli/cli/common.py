@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,7 +12,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import KnowtologyError
+from ..errors import InputError, KnowtologyError
+
+#: console width when output is not a terminal and COLUMNS is unset: lines are never cut
+UNLIMITED = 1_000_000
+#: most input problems listed under an ingest error (the rest are counted)
+MAX_PROBLEMS_SHOWN = 20
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Store directory (env KNOWTOLOGY_STORE; default: nearest .knowtology/).", show_default=False)]
 CollectionOpt = Annotated[str | None, typer.Option("--collection", "-c", help="Collection name (env KNOWTOLOGY_COLLECTION; default: default).", show_default=False)]
@@ -18,13 +25,80 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON do
 SessionOpt = Annotated[str | None, typer.Option("--session", help="Read-history session (env KNOWTOLOGY_SESSION; default: default).", show_default=False)]
 
 
+def output_width(stream: Any = None) -> int | None:
+    """Columns to fit human output into: ``COLUMNS`` when set, else the terminal's width; None for
+    a pipe or file (no truncation: scripts and agents get whole lines)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def console(stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr) following NO_COLOR / FORCE_COLOR and the output width.
+
+    Per no-color.org a non-empty ``NO_COLOR`` turns off every ANSI style (bold and dim too, not
+    just colours); a non-empty ``FORCE_COLOR`` styles output even into a pipe (rich reads it);
+    ``NO_COLOR`` wins when both are set.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    plain = os.environ.get("NO_COLOR", "") != ""
+    return _console_class()(stderr=stderr, highlight=False, soft_wrap=True, width=output_width(stream) or UNLIMITED,
+                   color_system=None if plain else "auto", no_color=plain or None)
+
+
+def styled_output(stream: Any = None) -> bool:
+    """Whether styles can show on ``stream`` (stdout): a terminal or FORCE_COLOR, and no NO_COLOR —
+    the same decision rich makes, taken without importing rich."""
+    if os.environ.get("NO_COLOR", "") != "":
+        return False
+    if os.environ.get("FORCE_COLOR", "") != "" or os.environ.get("TTY_COMPATIBLE") == "1":
+        return True
+    stream = stream or sys.stdout
+    try:
+        return bool(stream.isatty()) and os.environ.get("TTY_COMPATIBLE") != "0"
+    except ValueError:
+        return False
+
+
+@functools.cache
+def _console_class() -> Any:
     from rich.console import Console
 
-    stream = sys.stderr if stderr else sys.stdout
-    # pipes and CI logs get wide lines instead of 80-column ellipses
-    width = None if stream.isatty() else 200
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+    from .group import quiet_exit_on_closed_pipe
+
+    class QuietPipeConsole(Console):
+        """rich exits 1 when the reader closes the pipe; ``kt … | head`` should end quietly with 0."""
+
+        def on_broken_pipe(self) -> None:
+            quiet_exit_on_closed_pipe()
+
+    return QuietPipeConsole
+
+
+def hint(text: str) -> None:
+    """One dim ``Hint: …`` line on stderr (what to run next); stdout stays the command's output."""
+    from rich.markup import escape
+
+    console(stderr=True).print(f"[dim]Hint: {escape(text)}[/]")
+
+
+def command_line(*words: str, store: str | None = None, collection: str | None = None) -> str:
+    """``kt WORDS…`` with the ``--store`` / ``-c`` the user gave, shell-quoted: a command to copy."""
+    import shlex
+
+    parts = ["kt", *words]
+    if store:
+        parts += ["--store", store]
+    if collection:
+        parts += ["-c", collection]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def settings(store: str | None, collection: str | None, session: str | None = None, **extra: Any) -> Any:
@@ -60,10 +134,18 @@ def handled(as_json: bool = False) -> Iterator[None]:
     except KnowtologyError as exc:
         if as_json:
             emit_json({"error": exc.to_dict()})
+        from rich.markup import escape
+
         err = console(stderr=True)
-        err.print(f"[bold red]Error:[/] {exc.message}", markup=True, highlight=False)
+        err.print(f"[bold red]Error:[/] {escape(exc.message)}", markup=True, highlight=False)
+        if isinstance(exc, InputError):  # each problem once, one line each
+            rest = exc.problems[1:]
+            for problem in rest[:MAX_PROBLEMS_SHOWN]:
+                err.print(f"  {problem}", markup=False)
+            if len(rest) > MAX_PROBLEMS_SHOWN:
+                err.print(f"  … and {len(rest) - MAX_PROBLEMS_SHOWN} more", markup=False)
         if exc.hint:
-            err.print(f"[dim]Hint: {exc.hint}[/]", markup=True, highlight=False)
+            err.print(f"[dim]Hint: {escape(exc.hint)}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         print("Interrupted — nothing half-written was kept; re-run the command to resume.", file=sys.stderr)

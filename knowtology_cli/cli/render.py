@@ -1,33 +1,150 @@
-"""Human rendering of results with rich; the lines match the agent text of ``knowtology_cli.render``."""
+"""Human rendering with rich; the lines match the agent text of ``knowtology_cli.render``.
+
+Lines are fitted to the output width (``COLUMNS``, else the terminal's; pipes get whole lines):
+descriptions and snippets give way first, cut at a word boundary with ``…``; chunk ids and
+counts are never cut.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .. import render as text
 from ..models import BrowseResult, ReadResult, SearchResult, StatusReport
-from .common import console
+from .common import command_line, console, hint, output_width, styled_output
+
+#: narrowest room (in cells) worth giving a description or snippet; below it the text is left out
+MIN_TEXT_CELLS = 8
+#: a word-boundary cut may drop at most this share of the room (else the word itself is cut)
+MAX_WORD_LOSS = 0.5
+ELLIPSIS = "…"
+GUIDES = {"branch": "├── ", "last": "└── ", "pipe": "│   ", "space": "    "}
 
 
-def print_browse(result: BrowseResult) -> None:
-    from rich.markup import escape
-    from rich.tree import Tree
+def fit_path(path: str, room: int | None) -> str:
+    """A category path cut from the left (``…Groceries/Refund Windows``): its last segments say most."""
+    if room is None:
+        return path
+    from rich.cells import cell_len
+
+    if cell_len(path) <= room:
+        return path
+    return fit(path[::-1], room)[::-1]
+
+
+def fit(value: str, room: int | None, *, whole_words: bool = False) -> str:
+    """``value`` cut to ``room`` terminal cells with ``…``.
+
+    The cut goes back to a word boundary when that keeps most of the room (``MAX_WORD_LOSS``), or
+    always with ``whole_words`` (then ``""`` when not even the first word fits).
+    """
+    if room is None:
+        return value
+    from rich.cells import cell_len
+
+    if cell_len(value) <= room:
+        return value
+    if room <= 1:
+        return "" if whole_words else ELLIPSIS[:room]
+    budget, used, cut = room - 1, 0, 0
+    for i, char in enumerate(value):
+        used += cell_len(char)
+        if used > budget:
+            break
+        cut = i + 1
+    head = value[:cut]
+    if cut < len(value) and not value[cut].isspace():  # the cut falls inside a word
+        space = max(head.rfind(" "), head.rfind("/") + 1)  # a path may break after a "/"
+        if whole_words:
+            head = head[:space] if space > 0 else ""
+        elif space > 0 and cell_len(head[:space]) >= budget * (1 - MAX_WORD_LOSS):
+            head = head[:space]
+    head = head.rstrip(" ,;:—–-/(")
+    return head + ELLIPSIS if head or not whole_words else ""
+
+
+Segments = list[tuple[str, str]]  # (text, rich style) pieces of one line
+
+
+def _line(parts: Segments, tail: tuple[tuple[str, str], str] | None, room: int | None) -> Segments:
+    """``parts`` kept whole, ``tail`` ((separator, text), style) fitted into what is left of ``room``."""
+    line = [p for p in parts if p[0]]
+    if tail is None or not tail[0][1]:
+        return line
+    sep, value = tail[0]
+    if room is None:  # a pipe: whole lines, nothing to measure
+        return line + [(sep, "dim"), (value, tail[1])]
+    from rich.cells import cell_len
+
+    left = room - sum(cell_len(t) for t, _ in line) - cell_len(sep)
+    shown = fit(value, left, whole_words=True) if left >= MIN_TEXT_CELLS else ""
+    if cell_len(shown) >= MIN_TEXT_CELLS // 2:
+        line += [(sep, "dim"), (shown, tail[1])]
+    return line
+
+
+def write_lines(lines: list[Segments]) -> None:
+    """Print styled lines: through rich when styles can show, else as plain text (pipes, NO_COLOR).
+
+    Plain output skips importing rich's console, which is a fifth of ``kt browse``'s start-up.
+    """
+    if not styled_output():
+        sys.stdout.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
+        return
+    from rich.text import Text
 
     out = console()
-    head = f"[bold]{escape(result.path)}[/] ({result.chunk_count} chunks)"
-    if result.description:
-        head += f" [dim]— {escape(result.description)}[/]"
-    tree = Tree(head)
-    branches: dict[str, Any] = {}
+    for line in lines:
+        text = Text()
+        for value, style in line:
+            text.append(value, style)
+        out.print(text, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _chunks(n: int) -> str:
+    return f"{n} chunk" if n == 1 else f"{n} chunks"
+
+
+def _named(prefix: str, name: str, count: str, room: int | None, style: str = "bold cyan") -> list[tuple[str, str]]:
+    """Guide, name and count; the name is cut only when even it does not fit."""
+    if room is not None:
+        from rich.cells import cell_len
+
+        name = fit(name, max(1, room - cell_len(prefix) - cell_len(count)))
+    return [(prefix, "dim"), (name, style), (count, "")]
+
+
+def print_browse(result: BrowseResult, *, store: str | None = None, collection: str | None = None) -> None:
+    room = output_width()
+    count = f" ({_chunks(result.chunk_count)})"
+    head = fit_path(result.path, None if room is None else max(1, room - len(count)))
+    lines = [_line([(head, "bold"), (count, "")], ((" — ", result.description), "dim"), room)]
+    by_parent: dict[str, list[Any]] = {}
     for child in result.children:
-        parent = branches.get(child.path.rsplit("/", 1)[0], tree) if "/" in child.path else tree
-        desc = f" [dim]— {escape(child.description)}[/]" if child.description else ""
-        branches[child.path] = parent.add(f"[bold cyan]{escape(child.name)}[/] ({child.chunk_count}){desc}")
-    for lead in result.chunks:
-        tree.add(f"[green]\\[{escape(lead.chunk_id)}][/] {escape(lead.snippet)}")
+        by_parent.setdefault(child.path.rsplit("/", 1)[0] if "/" in child.path else "", []).append(child)
+    top = "" if result.path == "root" else result.path
+
+    def walk(parent: str, indent: str) -> None:
+        kids = by_parent.get(parent, [])
+        for i, child in enumerate(kids):
+            last = i == len(kids) - 1 and not (parent == top and result.chunks)
+            guide = indent + GUIDES["last" if last else "branch"]
+            lines.append(_line(_named(guide, child.name, f" ({child.chunk_count})", room),
+                               ((" — ", child.description), "dim"), room))
+            walk(child.path, indent + GUIDES["space" if last else "pipe"])
+
+    walk(top, "")
+    for i, lead in enumerate(result.chunks):
+        guide = GUIDES["last" if i == len(result.chunks) - 1 else "branch"]
+        lines.append(_line([(guide, "dim"), (f"[{lead.chunk_id}]", "green")], ((" ", lead.snippet), ""), room))
     if not result.children and not result.chunks:
-        tree.add("[dim](empty — run `kt build` to make the tree)[/]" if result.path == "root" else "[dim](no chunks)[/]")
-    out.print(tree)
+        empty = "(no categories yet)" if result.path == "root" else "(no chunks)"
+        lines.append(_line([(GUIDES["last"], "dim"), (empty, "dim")], None, room))
+    write_lines(lines)
+    if result.unmapped:
+        hint(f"{_chunks(result.unmapped)} not in the map yet; to map "
+             f"{'them' if result.unmapped > 1 else 'it'}, run: {command_line('build', store=store, collection=collection)}")
 
 
 def print_hits(result: SearchResult, fmt: str = "text") -> None:
@@ -87,6 +204,11 @@ def explain_line(stages: dict[str, float]) -> str:
 
 def print_read(result: ReadResult, fmt: str = "text") -> None:
     console().print(text.read_text(result, context=fmt == "context"), markup=False)
+    repeats = [c.chunk_id for c in result.chunks if c.already_read]
+    if repeats:
+        which, it = ("this chunk", "it") if len(repeats) == 1 else (f"{len(repeats)} of these chunks", "them")
+        hint(f"session {result.session!r} has already read {which}; --force prints {it} again, "
+             "--session NAME keeps a separate read history (kt session reset forgets this one)")
 
 
 def print_status(report: StatusReport) -> None:

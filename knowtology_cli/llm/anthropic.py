@@ -35,6 +35,8 @@ class AnthropicClient(LLMClient):
 
     Args:
         api_key: the key; default ``ANTHROPIC_API_KEY``.
+        require_key: False lets a client without a key plan (profile, token counts, cost) for a
+            dry run; its first call raises the missing-key error.
         model: the model name (``claude-sonnet-4-6``, ...).
         base_url: API root without ``/v1``; default ``ANTHROPIC_BASE_URL``, else Anthropic's.
         **kwargs: retry and timeout settings of :class:`LLMClient`.
@@ -48,17 +50,16 @@ class AnthropicClient(LLMClient):
         api_key: str | None = None,
         model: str = "claude-sonnet-4-6",
         base_url: str | None = None,
+        require_key: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise ConfigError(
-                "no Anthropic API key",
-                hint="set ANTHROPIC_API_KEY (or providers.anthropic.api_key in config.toml)",
-            )
-        self._api_key = key
-        self._secrets.append(key)
+        self._api_key = key or None
+        if key:
+            self._secrets.append(key)
+        elif require_key:
+            self._missing_key()
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/") or None
         self._client: Any = None
         self._client_lock = threading.Lock()
@@ -66,7 +67,16 @@ class AnthropicClient(LLMClient):
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"
 
+    @staticmethod
+    def _missing_key() -> None:
+        raise ConfigError(
+            "no Anthropic API key",
+            hint="set ANTHROPIC_API_KEY (or providers.anthropic.api_key in config.toml)",
+        )
+
     def _sdk(self) -> Any:
+        if self._api_key is None:  # made with require_key=False (a dry run): planning only
+            self._missing_key()
         with self._client_lock:
             if self._client is None:
                 import anthropic

@@ -41,6 +41,8 @@ class OpenAIClient(LLMClient):
         model: the model name sent as is (``gpt-4o-mini``, ``llama3.1:8b`` on Ollama, ...).
         base_url: API root including ``/v1``; default ``OPENAI_BASE_URL``, else OpenAI's.
         temperature: sent when not None (0 keeps tree building reproducible).
+        require_key: False lets a client without a key plan (profile, token counts, cost) for a
+            dry run; its first call raises the missing-key error.
         **kwargs: retry and timeout settings of :class:`LLMClient`.
     """
 
@@ -54,21 +56,19 @@ class OpenAIClient(LLMClient):
         base_url: str | None = None,
         *,
         temperature: float | None = 0.0,
+        require_key: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
         key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if self.base_url is None or self._official:
-                raise ConfigError(
-                    "no OpenAI API key",
-                    hint="set OPENAI_API_KEY (or providers.openai.api_key in config.toml), "
-                    "or OPENAI_BASE_URL for a local OpenAI-compatible server",
-                )
+        if not key and not (self.base_url is None or self._official):
             key = PLACEHOLDER_KEY
-        self._api_key = key
-        self._secrets.append(key)
+        self._api_key = key or None
+        if key:
+            self._secrets.append(key)
+        elif require_key:
+            self._missing_key()
         self.temperature = temperature
         self._client: Any = None
         self._client_lock = threading.Lock()
@@ -80,7 +80,16 @@ class OpenAIClient(LLMClient):
     def _official(self) -> bool:
         return self.base_url is None or any(h in self.base_url for h in OFFICIAL_HOSTS)
 
+    def _missing_key(self) -> None:
+        raise ConfigError(
+            "no OpenAI API key",
+            hint="set OPENAI_API_KEY (or providers.openai.api_key in config.toml), "
+            "or OPENAI_BASE_URL for a local OpenAI-compatible server",
+        )
+
     def _sdk(self) -> Any:
+        if self._api_key is None:  # made with require_key=False (a dry run): planning only
+            self._missing_key()
         with self._client_lock:
             if self._client is None:
                 import openai

@@ -22,6 +22,8 @@ class CollectionInfo:
     dimension: int
     builder: str | None = None
     source: dict[str, Any] | None = None
+    #: chunks in the vector table at the last ingest or build (None: not recorded by this store)
+    chunks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,10 @@ class TreeStore(ABC):
     @abstractmethod
     def drop_collection(self, name: str) -> None:
         """Forget a collection's record, tree and mappings."""
+
+    def set_chunk_count(self, name: str, chunks: int) -> None:
+        """Record how many chunks the collection's vector table holds (read by ``browse`` to say what
+        is not mapped yet without opening the vector store). Stores that keep no count ignore it."""
 
     # tree --------------------------------------------------------------------------------
     @abstractmethod

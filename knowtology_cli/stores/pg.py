@@ -107,6 +107,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE kt_chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
     """,
+    # 4: the chunk count of each collection, so browse can tell what is not mapped yet
+    """
+    ALTER TABLE kt_collections ADD COLUMN IF NOT EXISTS chunks INTEGER;
+    """,
 ]
 
 
@@ -205,7 +209,7 @@ def _mapping(row: dict[str, Any]) -> ChunkMapping:
 
 def _collection(row: dict[str, Any]) -> CollectionInfo:
     return CollectionInfo(name=row["name"], embedder=row["embedder"], dimension=row["dimension"],
-                          builder=row["builder"], source=row["source"] or None)
+                          builder=row["builder"], source=row["source"] or None, chunks=row.get("chunks"))
 
 
 class PostgresTreeStore(TreeStore):
@@ -247,6 +251,10 @@ class PostgresTreeStore(TreeStore):
 
     def list_collections(self) -> list[CollectionInfo]:
         return [_collection(r) for r in self.db.query("SELECT * FROM kt_collections ORDER BY name")]
+
+    def set_chunk_count(self, name: str, chunks: int) -> None:
+        with self.db.tx() as conn:
+            conn.execute("UPDATE kt_collections SET chunks = %s WHERE name = %s", (chunks, name))
 
     def set_builder(self, name: str, builder: str | None) -> None:
         with self.db.tx() as conn:

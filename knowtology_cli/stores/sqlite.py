@@ -77,11 +77,17 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
     """,
+    # 3: the chunk count of each collection, so browse can tell what is not mapped yet
+    """
+    ALTER TABLE collections ADD COLUMN chunks INTEGER;
+    """,
 ]
 
 
+# Rows this store wrote are trusted: model_construct skips re-validating them, which also keeps
+# `kt browse` from building pydantic validators (and importing pydantic's plugin loader) at all.
 def _node(row: sqlite3.Row) -> TreeNode:
-    return TreeNode(
+    return TreeNode.model_construct(
         id=row["id"],
         collection=row["collection"],
         parent_id=row["parent_id"],
@@ -94,7 +100,7 @@ def _node(row: sqlite3.Row) -> TreeNode:
 
 
 def _mapping(row: sqlite3.Row) -> ChunkMapping:
-    return ChunkMapping(
+    return ChunkMapping.model_construct(
         collection=row["collection"],
         chunk_id=row["chunk_id"],
         tree_node_id=row["tree_node_id"],
@@ -210,6 +216,10 @@ class SQLiteTreeStore(TreeStore):
             conn.execute(
                 "UPDATE collections SET builder = ?, updated_at = ? WHERE name = ?", (builder, time.time(), name)
             )
+
+    def set_chunk_count(self, name: str, chunks: int) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE collections SET chunks = ? WHERE name = ?", (chunks, name))
 
     def drop_collection(self, name: str) -> None:
         with self._transaction() as conn:
@@ -405,6 +415,7 @@ def _collection(row: sqlite3.Row) -> CollectionInfo:
         dimension=row["dimension"],
         builder=row["builder"],
         source=json.loads(row["source"]) if row["source"] else None,
+        chunks=row["chunks"],
     )
 
 

@@ -1,0 +1,90 @@
+"""Forgiving category paths (library level, so every surface gets them) and the recorded chunk count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowtology_cli.errors import NotFoundError
+from knowtology_cli.paths import path_key, resolve_path, suggest_paths
+
+PATHS = ["Returns", "Returns/Refunds", "Returns/Refunds/Perishables", "Returns/Exchanges", "Security",
+         "Security/Passwords", "Shipping/Cold Chain"]
+
+
+def test_path_key_ignores_case_and_spacing() -> None:
+    assert path_key(" returns /  REFUNDS/perishables ") == "returns/refunds/perishables"
+    assert path_key("Shipping/Cold   Chain") == path_key("shipping/cold chain")
+
+
+def test_resolve_takes_the_one_path_that_fits() -> None:
+    assert resolve_path("returns/refunds", PATHS, collection="c") == "Returns/Refunds"
+    assert resolve_path("SHIPPING / cold chain", PATHS, collection="c") == "Shipping/Cold Chain"
+
+
+def test_resolve_refuses_to_guess_between_case_variants() -> None:
+    with pytest.raises(NotFoundError) as info:
+        resolve_path("security", [*PATHS, "SECURITY"], collection="c")
+    assert "matches several categories" in info.value.message
+    assert "'SECURITY'" in info.value.message and "'Security'" in info.value.message
+
+
+def test_unknown_path_hints_real_paths() -> None:
+    with pytest.raises(NotFoundError) as info:
+        resolve_path("Retruns/Refunds", PATHS, collection="c")
+    assert info.value.message == "no category 'Retruns/Refunds' in collection 'c'"
+    assert info.value.hint.startswith("did you mean 'Returns/Refunds'")
+    assert suggest_paths("perishables", PATHS)[0] == "Returns/Refunds/Perishables"  # a leaf named alone
+    assert suggest_paths("Passwrods", PATHS)[0] == "Security/Passwords"  # a misspelt leaf
+    assert suggest_paths("zzz unrelated", PATHS) == []
+    with pytest.raises(NotFoundError) as info:
+        resolve_path("anything", [], collection="c")
+    assert "run `kt build`" in info.value.hint
+
+
+def test_every_surface_resolves_through_the_library(built_store: Path) -> None:
+    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.tools import KnowledgeMapTools
+
+    kb = KnowledgeBase.open(built_store)
+    top = kb.browse().children[0]
+    assert kb.browse(top.path.swapcase()).path == top.path
+    assert kb.find_node(top.path.upper()).path == top.path
+    hits = kb.grep("refund", k=50, under=top.path.lower())
+    assert all(h.path == top.path or h.path.startswith(top.path + "/") for h in hits.hits)
+    tools = KnowledgeMapTools("default", kb=kb)
+    assert tools.browse_tree_sync(top.path.lower()).startswith(top.path)
+    with pytest.raises(NotFoundError) as info:
+        tools.browse_tree_sync(top.path + "x")
+    assert info.value.hint.startswith(f"did you mean {top.path!r}")
+    kb.close()
+
+
+def test_browse_counts_unmapped_chunks_from_the_recorded_count(docs_dir: Path, store_dir: Path) -> None:
+    from knowtology_cli.kb import KnowledgeBase
+
+    kb = KnowledgeBase.open(store_dir)
+    report = kb.ingest([str(docs_dir)], embedder="hash")
+    assert kb.tree.get_collection("default").chunks == report.total
+    assert kb.browse().unmapped == report.total and not kb.browse().children
+    kb.build(builder="cluster")
+    assert kb.browse().unmapped == 0
+    extra = docs_dir / "gift-cards.md"
+    extra.write_text("# Gift cards\n\nGift cards never expire.\n", encoding="utf-8")
+    kb.ingest([str(extra)])
+    assert kb.browse().unmapped == 1
+    assert kb.browse(kb.browse().children[0].path).unmapped == 0  # only the root reports it
+    kb.close()
+
+
+def test_stores_without_a_recorded_count_count_the_table_only_without_a_tree(docs_dir: Path,
+                                                                          store_dir: Path) -> None:
+    from knowtology_cli.kb import KnowledgeBase
+
+    kb = KnowledgeBase.open(store_dir)
+    total = kb.ingest([str(docs_dir)], embedder="hash").total
+    kb.tree.conn.execute("UPDATE collections SET chunks = NULL")  # as written before the count existed
+    assert kb.tree.get_collection("default").chunks is None
+    assert kb.browse().unmapped == total
+    kb.close()
