@@ -444,7 +444,8 @@ class KnowledgeBase:
                                if src == s and in_scope(o, prefix) and i in stored})
                 legacy = f"{s}/{prefix}" if prefix else s
                 picked.update({i: f for i, (_, f) in stored.items() if i not in owners and in_scope(f, legacy)})
-            if len(picked) == before and not any(not prefix for _, prefix in scopes):
+            on_disk = found is not None and Path(raw).exists()  # inside a source, just nothing stored (any more)
+            if len(picked) == before and not on_disk and not any(not prefix for _, prefix in scopes):
                 raise NotFoundError(
                     f"nothing stored from {raw!r} in collection {collection!r}",
                     hint="`kt sources` lists the sources and their folders; paths may also be given as"
