@@ -247,12 +247,12 @@ class KnowledgeBase:
             self._embedder = model
         with self._with_lock():
             self._finish_removals()
+            owners = self.tree.chunk_owners(name)
+            self._check_owners(batch, owners, replace)
             if info is None:
                 info = self.tree.ensure_collection(
                     CollectionInfo(name=name, embedder=canonical_name(model.name), dimension=model.dimension)
                 )
-            owners = self.tree.chunk_owners(name)
-            self._check_owners(batch, owners, replace)
             stored = self.vectors.fingerprints(name)
             todo = [c for c in batch.chunks if stored.get(c.chunk_id, ("", ""))[0] != c.content_hash]
             added = sum(1 for c in todo if c.chunk_id not in stored)

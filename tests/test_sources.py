@@ -334,3 +334,25 @@ def test_a_postgres_tree_store_of_0_1_0_migrates(pg_dsn: str) -> None:
         assert tree.get_node("c", "Policies").churn == 1 and tree.pending_removals() == {"c": ["a#1"]}
     finally:
         tree.close()
+
+
+def test_rm_and_drop_ask_on_a_terminal(tmp_path: Path, docs_dir: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    store = tmp_path / "store"
+    ok("ingest", docs_dir, "--embedder", "hash", "--store", store)
+    target = docs_dir / "policies" / "refunds.md"
+
+    def answer(args: list[str], reply: str) -> int:
+        child = pexpect.spawn(KT, args, env=env(), encoding="utf-8", timeout=120)
+        child.expect(r"\[y/N\]")
+        child.sendline(reply)
+        child.expect(pexpect.EOF)
+        child.close()
+        return child.exitstatus
+
+    assert answer(["rm", str(target), "--store", str(store)], "n") == 1
+    assert ok("sources", "--store", store)["sources"][0]["files"] == 4
+    assert answer(["rm", str(target), "--store", str(store)], "y") == 0
+    assert ok("sources", "--store", store)["sources"][0]["files"] == 3
+    assert answer(["drop", "--store", str(store)], "y") == 0
+    assert ok("status", "--store", store)["collections"] == []

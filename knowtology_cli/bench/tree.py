@@ -198,6 +198,18 @@ def placement_agreement(paths: dict[str, str], added: set[str], gold: dict[str, 
     return out
 
 
+def _leaf_sizes(kb: Any) -> dict[str, Any]:
+    """Largest leaf and the share of chunks in leaves over the builder's ``max_leaf``."""
+    from knowtology_cli.builders.cluster import DEFAULT_MAX_LEAF
+
+    nodes = kb.tree.nodes(COLLECTION)
+    inner = {n.parent_id for n in nodes}
+    sizes = [n.chunk_count for n in nodes if n.id not in inner]
+    total = sum(sizes) or 1
+    return {"leaves": len(sizes), "largest_leaf": max(sizes, default=0),
+            "over_max_leaf": round(sum(s for s in sizes if s > DEFAULT_MAX_LEAF) / total, 4)}
+
+
 def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embedder: str = "local",
                     added: float = 0.2, seed: int = 0,
                     message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
@@ -264,14 +276,15 @@ def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embed
                 "stale_after": len(stale_nodes(kb, COLLECTION))}
             result["rows"].append({"method": "nearest leaf, raw embedding (before)",
                                    **placement_agreement(before, new_docs, gold)})
-            result["rows"].append({"method": "incremental (kt build)", **placement_agreement(paths, new_docs, gold)})
+            result["rows"].append({"method": "incremental (kt build)", **placement_agreement(paths, new_docs, gold),
+                                   **_leaf_sizes(kb)})
             message(f"{ds.name}: full rebuild on all {len(docs)} documents…")
             t0 = time.perf_counter()
             kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
             result["rebuild_seconds"] = round(time.perf_counter() - t0, 2)
             full = {m.doc_id: m.path for m in kb.tree.mappings(COLLECTION)}
             result["rows"].append({"method": "full rebuild (kt build --rebuild)",
-                                   **placement_agreement(full, new_docs, gold)})
+                                   **placement_agreement(full, new_docs, gold), **_leaf_sizes(kb)})
         finally:
             kb.close()
     inc, reb = result["rows"][1], result["rows"][2]
@@ -286,9 +299,11 @@ def incremental_markdown(result: dict[str, Any]) -> str:
     inc = result["incremental"]
     parts = [f"### {result['dataset']}: incremental placement ({result['added_documents']:,} of "
              f"{result['documents']:,} documents added, seed {result['seed']})",
-             table(result["rows"], ["method", "l1", "l2", "judged_l1", "judged_l2"],
+             table(result["rows"], ["method", "l1", "l2", "judged_l1", "judged_l2", "leaves", "largest_leaf",
+                                    "over_max_leaf"],
                    ["placement of the added documents", "in the L1 node of their l1 label",
-                    "in the L2 node of their l2 label", "judged (l1)", "judged (l2)"]),
+                    "in the L2 node of their l2 label", "judged (l1)", "judged (l2)", "leaves", "largest leaf",
+                    "chunks in leaves > max_leaf"]),
              f"Gap to the full rebuild: {result['gap_l1']:+.4f} at level 1, {result['gap_l2']:+.4f} at level 2. "
              f"Incremental build {inc['seconds']} s (rebuild {result['rebuild_seconds']} s); of its "
              f"{inc['nodes']} categories {inc['renamed']} were renamed and {inc['redescribed']} re-described, "
