@@ -202,6 +202,9 @@ def _plan(raw: str, registry: dict[str, Source], fresh: set[str], batch: InputBa
     is_dir = path.is_dir()
     real = real_path(path)
     found = locate(real, registry.values())
+    if found is not None and is_dir and not found[1] and found[0].kind != "dir":
+        found = (Source(found[0].name, found[0].root, "dir"), "")  # its root folder, ingested whole now
+        registry[found[0].name] = found[0]
     if name is None and found is not None:
         return found
     folder = real if is_dir else real.parent

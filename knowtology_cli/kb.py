@@ -434,8 +434,10 @@ class KnowledgeBase:
                     forget.append(found[0].name)  # the whole root: the source goes too
             label = raw.strip().strip("/")
             first, _, rest = label.partition("/")
-            if first in registry and (found is None or not Path(raw).exists()):
-                scopes.append((first, rest))  # a source/path label, as ids and hits show it
+            if first in registry and not Path(raw).exists():
+                # a source/path label, as ids and hits show it (an existing path is never read as
+                # one: a folder that merely shares a source's name is not that source)
+                scopes.append((first, rest))
                 if not rest and first not in forget:
                     forget.append(first)
             before = len(picked)
@@ -471,11 +473,8 @@ class KnowledgeBase:
             whole = WHOLE_COLLECTION in ids
             if whole:
                 self.vectors.drop(collection)
-            else:
+            else:  # deleted rows drop out of the full-text index at once; the next ingest compacts
                 self.vectors.delete(collection, ids)
-                refresh = getattr(self.vectors, "refresh_indexes", None)
-                if refresh is not None and self.vectors.count(collection):
-                    refresh(collection)
             forget = getattr(self.sessions, "forget_chunks", None)
             if forget is not None:
                 forget(collection, None if whole else ids)

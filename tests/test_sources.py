@@ -115,9 +115,11 @@ def test_single_file_ids_match_its_folder_and_follow_a_registered_root(tmp_path:
     assert one["sources"] == ["engineering"]
     ids = {h["chunk_id"] for h in ok("grep", "PagerDuty", "--store", store)["hits"]}
     assert ids == {"engineering/oncall.md#0"}
+    assert ok("sources", "--store", store)["sources"][0]["kind"] == "files"  # a re-scan re-reads that file only
     # the folder is the same source (its root), so the file is unchanged and the rest is added
     folder = ok("ingest", "engineering", "--store", store, cwd=docs_dir)
     assert (folder["unchanged"], folder["updated"]) == (1, 0) and folder["added"] >= 1
+    assert ok("sources", "--store", store)["sources"][0]["kind"] == "dir"
 
 
 def test_jsonl_ids_owned_by_another_source_conflict_unless_replace(tmp_path: Path) -> None:
@@ -356,3 +358,13 @@ def test_rm_and_drop_ask_on_a_terminal(tmp_path: Path, docs_dir: Path) -> None:
     assert ok("sources", "--store", store)["sources"][0]["files"] == 3
     assert answer(["drop", "--store", str(store)], "y") == 0
     assert ok("status", "--store", store)["collections"] == []
+
+
+def test_rm_never_reads_an_existing_folder_as_a_label_of_a_namesake_source(two_folders: Path) -> None:
+    store = two_folders / "store"
+    ok("ingest", "c1/docs", "--embedder", "hash", "--store", store, cwd=two_folders)
+    other = kt("rm", "docs/notes.md", "--yes", "--store", store, cwd=two_folders / "c2")  # c2/docs is not 'docs'
+    assert other.returncode == 1 and "nothing stored from 'docs/notes.md'" in other.stderr
+    assert audit_tree(store)["rows"] == 1
+    label = ok("rm", "docs/notes.md", "--yes", "--store", store, cwd=two_folders)  # no such path here: a label
+    assert label["removed"] == 1

@@ -167,6 +167,11 @@ def run_build(
                                progress=progress, message=message, use_cache=use_cache)
         if full and not dry_run and not report.unmapped:
             kb.tree.mark_named(collection)  # the model named every category for the members it has now
+        elif not dry_run:
+            left = stale_nodes(kb, collection)
+            if left:  # re-describing them is the LLM builder's part (see stale_nodes)
+                report = report.model_copy(update={"notes": [*report.notes, (
+                    f"{len(left)} categories changed materially since they were named (e.g. {left[0].path!r})")]})
         return report
     pending, orphans, hashes = pending_work(kb, collection)
     has_tree = bool(kb.tree.nodes(collection))
