@@ -360,10 +360,13 @@ class TreeStore(ABC):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         """In one transaction: (optionally wipe the tree), add ``categories`` (all prefixes are
         created), upsert mappings given as ``(mapping with path set, content_hash)``, remove
-        mappings of ``remove`` ids, drop empty categories and recount."""
+        mappings of ``remove`` ids, drop empty categories and recount. With ``track`` (the default)
+        the write counts as membership change (churn per node, chunks placed or removed since the
+        last full build); a rewrite that only refreshes metadata passes ``track=False``."""
 
     # llm log -----------------------------------------------------------------------------
     @abstractmethod

@@ -18,6 +18,7 @@ from typing import Any
 
 from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
+from knowtology_cli.provenance import provenance, provenance_json
 
 from .base import (
     WHOLE_COLLECTION,
@@ -114,7 +115,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session, collection, chunk_id)
     );
     """,
-    # 3: sources, pending vector removals, naming state of nodes (as SQLite migration 2)
+    # 3: where each mapped chunk comes from (section, lines / pages)
+    """
+    ALTER TABLE kt_chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
+    """,
+    # 4: sources, pending vector removals, naming state of nodes (as SQLite migration 3)
     """
     CREATE TABLE kt_sources (
         collection TEXT NOT NULL,
@@ -239,7 +244,7 @@ def _node(row: dict[str, Any]) -> TreeNode:
 def _mapping(row: dict[str, Any]) -> ChunkMapping:
     return ChunkMapping(collection=row["collection"], chunk_id=row["chunk_id"], tree_node_id=row["tree_node_id"],
                         snippet=row["snippet"], doc_id=row["doc_id"], file_name=row["file_name"],
-                        chunk_index=row["chunk_index"], path=row["path"])
+                        chunk_index=row["chunk_index"], path=row["path"], **provenance(row.get("provenance") or ""))
 
 
 def _collection(row: dict[str, Any]) -> CollectionInfo:
@@ -471,6 +476,7 @@ class PostgresTreeStore(TreeStore):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         with self.db.tx() as conn:
             # one writer per collection at a time; readers are never blocked
@@ -508,18 +514,19 @@ class PostgresTreeStore(TreeStore):
             for mapping, content_hash in mappings:
                 node_id = ensure(mapping.path, None)
                 rows.append((collection, mapping.chunk_id, node_id, mapping.snippet, mapping.doc_id,
-                             mapping.file_name, mapping.chunk_index, content_hash))
+                             mapping.file_name, mapping.chunk_index, content_hash, provenance_json(mapping.model_dump())))
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO kt_chunk_mappings (collection, chunk_id, tree_node_id, snippet, doc_id,"
-                        " file_name, chunk_index, content_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                        " file_name, chunk_index, content_hash, provenance) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                         " ON CONFLICT (collection, chunk_id) DO UPDATE SET tree_node_id = EXCLUDED.tree_node_id,"
                         " snippet = EXCLUDED.snippet, doc_id = EXCLUDED.doc_id, file_name = EXCLUDED.file_name,"
-                        " chunk_index = EXCLUDED.chunk_index, content_hash = EXCLUDED.content_hash",
+                        " chunk_index = EXCLUDED.chunk_index, content_hash = EXCLUDED.content_hash,"
+                        " provenance = EXCLUDED.provenance",
                         rows,
                     )
-            if not replace:
+            if track and not replace:
                 _track(conn, collection, before, [(r[1], r[2], r[7]) for r in rows], remove)
             _recount(conn, collection)
             conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0"

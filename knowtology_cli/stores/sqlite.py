@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..models import Category, ChunkMapping, TreeNode
+from ..provenance import provenance, provenance_json
 from .base import (
     WHOLE_COLLECTION,
     CollectionInfo,
@@ -83,7 +84,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX ix_llm_calls_hash ON llm_calls (prompt_hash, status);
     """,
-    # 2: sources (a document's identity is its source + path), pending vector removals, and what
+    # 2: where each mapped chunk comes from (section, lines / pages), for browse without the vector store
+    """
+    ALTER TABLE chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
+    """,
+    # 3: sources (a document's identity is its source + path), pending vector removals, and what
     #    the tree looked like when each node was last named (incremental builds refresh names)
     """
     CREATE TABLE sources (
@@ -144,6 +149,7 @@ def _mapping(row: sqlite3.Row) -> ChunkMapping:
         file_name=row["file_name"],
         chunk_index=row["chunk_index"],
         path=row["path"],
+        **provenance(row["provenance"] if "provenance" in row.keys() else ""),
     )
 
 
@@ -466,6 +472,7 @@ class SQLiteTreeStore(TreeStore):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         with self._transaction() as conn:
             if replace:
@@ -503,14 +510,14 @@ class SQLiteTreeStore(TreeStore):
                 node_id = ensure(mapping.path, None)
                 rows.append(
                     (collection, mapping.chunk_id, node_id, mapping.snippet, mapping.doc_id,
-                     mapping.file_name, mapping.chunk_index, content_hash)
+                     mapping.file_name, mapping.chunk_index, content_hash, provenance_json(mapping.model_dump()))
                 )
             conn.executemany(
                 "INSERT OR REPLACE INTO chunk_mappings (collection, chunk_id, tree_node_id, snippet, doc_id,"
-                " file_name, chunk_index, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " file_name, chunk_index, content_hash, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            if not replace:
+            if track and not replace:
                 self._track(conn, collection, before, [(r[1], r[2], r[7]) for r in rows], remove)
             _recount(conn, collection)
             # nodes made by this write are named for the members they start with
