@@ -372,6 +372,30 @@ class FakeLLMServer:
             self._stop.wait(seconds)
 
 
+RERANK_SCHEMA = "rank_candidates"  # knowtology_cli.retrieval.rerank.RERANK_SCHEMA_NAME
+_CANDIDATE = re.compile(r'<candidate n="(\d+)">(.*?)</candidate>')
+_QUERY = re.compile(r"<query>(.*?)</query>")
+
+
+def _structured_name(body: dict[str, Any], endpoint: str) -> str:
+    """The schema (OpenAI) or forced tool (Anthropic) name of a structured call."""
+    if endpoint == "openai":
+        return str(((body.get("response_format") or {}).get("json_schema") or {}).get("name", ""))
+    return str((body.get("tool_choice") or {}).get("name", ""))
+
+
+def rerank_brain(user: str) -> dict[str, Any]:
+    """Grades for an LLM-rerank call: per candidate, how many distinct query words (3+ letters) its
+    summary contains, capped at 3 — deterministic, so tests can predict the new order."""
+    found = _QUERY.search(user)
+    words = {w for w in re.findall(r"[a-z0-9]{3,}", (found.group(1) if found else "").lower())}
+    grades = []
+    for number, text in _CANDIDATE.findall(user):
+        present = set(re.findall(r"[a-z0-9]{3,}", text.lower())) & words
+        grades.append({"n": int(number), "grade": min(3, len(present))})
+    return {"grades": grades}
+
+
 def _user_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -438,8 +462,9 @@ class _Handler(BaseHTTPRequestHandler):
             tree = (body.get("tool_choice") or {}).get("type") == "tool"
             user = next((_user_text(m.get("content")) for m in reversed(body.get("messages", []))
                          if m.get("role") == "user"), "")
+        rerank = tree and _structured_name(body, endpoint) == RERANK_SCHEMA
         chunks = parse_chunks(user) if tree else []
-        fake._record(index, endpoint=endpoint, kind="tree" if tree else "chat", model=model,
+        fake._record(index, endpoint=endpoint, kind="rerank" if rerank else "tree" if tree else "chat", model=model,
                      n_chunks=len(chunks), chunk_ids=tuple(c for c, _ in chunks), fault=fault,
                      body=body if fake.keep_bodies else None)
         fake._wait(fake.latency)
@@ -452,7 +477,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake._record(index, status=200)
         prompt_tokens = max(1, len(raw) // 4)
-        if tree:
+        if rerank:
+            self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
+        elif tree:
             reply = fake.brain(chunks, parse_tree(user))
             if fault in ("drop_ids", "unknown_ids", "deep_paths"):
                 reply = _apply_fault(reply, fault)
