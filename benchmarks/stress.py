@@ -1,4 +1,4 @@
-"""Crash and concurrency harness: SIGKILL ``kt ingest`` / ``kt build`` at random moments, then audit.
+"""Crash and concurrency harness: SIGKILL ``kt ingest`` / ``kt build`` / ``kt rm`` at random moments, then audit.
 
 ``python -m benchmarks.stress [--trials 20] [--seed 1] [--only ingest,build,...]`` (also
 ``make stress``). Every trial runs the real ``kt`` in a subprocess on a scratch store (hash
@@ -8,7 +8,9 @@ embedder; the fake LLM server for LLM builds), kills it at a random moment, and 
 * LanceDB rows == distinct chunk ids (no duplicates) == status chunks == mapped + unmapped;
 * every mapping points at a stored chunk and a leaf, every category's chunk_count equals the
   mappings under it, no empty categories;
-* every stored row carries the content hash of some version of its input (no torn rows).
+* every stored row carries the content hash of some version of its input (no torn rows);
+* after a killed ``kt rm``, the chunks readers see (rows, mappings, ``kt status``) are exactly the
+  old set or exactly the new one, never a mix.
 
 Then it re-runs the command to completion and checks that nothing was lost (every expected chunk
 present with its current content hash, nothing extra after ``--prune``), that keyword search works
@@ -79,11 +81,12 @@ def write_corpus(root: Path, *, rows: int = 2400, docs: int = 24, files: int = 6
         (root / "docs" / f"page-{d}.md").write_text("\n\n".join(body) + "\n", encoding="utf-8")
 
 
-def expected_rows(root: Path) -> dict[str, str]:
-    """chunk_id -> content hash that a complete ingest of ``root`` must hold."""
-    from knowtology_cli.ingest import read_inputs
+def expected_rows(root: Path, only: Iterable[str] = ()) -> dict[str, str]:
+    """chunk_id -> content hash that a complete ingest of ``root`` (or of ``only`` its parts) must hold."""
+    from knowtology_cli.ingest import Source, read_inputs
 
-    batch = read_inputs([str(root)])
+    parts = [str(root / p) for p in only] or [str(root)]
+    batch = read_inputs(parts, sources={root.name: Source(root.name, str(root.resolve()))})
     if batch.problems:
         raise RuntimeError(f"stress corpus is invalid: {batch.problems[0]}")
     return {c.chunk_id: c.content_hash for c in batch.chunks}
@@ -166,10 +169,12 @@ class Audit:
 
 def audit_store(store: Path, collection: str = "default", *, expected: dict[str, str] | None = None,
                 versions: Iterable[dict[str, str]] = (), complete_tree: bool = False,
-                keyword: str | None = None, cli_status: bool = True) -> Audit:
+                keyword: str | None = None, cli_status: bool = True,
+                states: list[set[str]] | None = None) -> Audit:
     """Check the invariants listed in the module docstring; ``expected`` also checks nothing was lost.
 
-    ``cli_status=False`` asks the library for the status instead of a ``kt status`` subprocess.
+    ``cli_status=False`` asks the library for the status instead of a ``kt status`` subprocess;
+    ``states`` are the id sets the store may hold (old or new), rows and mappings alike.
     """
     from knowtology_cli.kb import KnowledgeBase
 
@@ -251,6 +256,15 @@ def audit_store(store: Path, collection: str = "default", *, expected: dict[str,
                 out.problems.append(f"{len(extra)} chunks that should have been pruned, e.g. {extra[0]!r}")
         if complete_tree and row is not None and (row["unmapped"] or row["mapped"] != row["chunks"] or row["stale"]):
             out.problems.append(f"tree incomplete after re-run: {row['mapped']} mapped, {row['unmapped']} unmapped")
+        if states:
+            mapped_ids = {m.chunk_id for m in mappings}
+            if set(counts) not in states:
+                sizes = " or ".join(str(len(st)) for st in states)
+                out.problems.append(f"a mix of old and new: {len(counts)} rows, expected {sizes}")
+            elif mapped_ids and mapped_ids != set(counts):
+                out.problems.append(f"mappings ({len(mapped_ids)}) and rows ({len(counts)}) disagree")
+            if row is not None and row["chunks"] != len(counts):
+                out.problems.append(f"status shows {row['chunks']} chunks, the table holds {len(counts)}")
         if keyword and not kb.grep(keyword, collection=collection).hits:
             out.problems.append(f"keyword search for {keyword!r} finds nothing (full-text index missing?)")
     finally:
@@ -305,6 +319,7 @@ class Workspace:
     v2: Path
     expected_v1: dict[str, str]
     expected_v2: dict[str, str]
+    expected_rm: dict[str, str] = field(default_factory=dict)  # v1 without docs/ and part-0.jsonl
     templates: dict[str, Path] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     llm_url: str | None = None
@@ -326,7 +341,8 @@ class Workspace:
         base, step = {
             "v1": (None, ["ingest", str(self.v1), "--embedder", "hash"]),
             "v1-built": ("v1", ["build", "--builder", "cluster"]),
-            "v2-old-tree": ("v1-built", ["ingest", str(self.v2), "--prune"]),
+            # v2 is the same corpus moved to another folder: --replace points the source at it
+            "v2-old-tree": ("v1-built", ["ingest", str(self.v2), "--prune", "--replace"]),
         }[name]
         store = self.root / "templates" / name
         if base:
@@ -344,6 +360,8 @@ def prepare(root: Path, *, rows: int = 1600, docs: int = 24, say: Callable[[str]
     write_corpus(v1, rows=rows, docs=docs, version=1)
     write_corpus(v2, rows=rows, docs=docs, version=2)
     ws = Workspace(root, v1, v2, expected_rows(v1), expected_rows(v2))
+    gone = expected_rows(v1, only=["docs", "part-0.jsonl"])
+    ws.expected_rm = {i: h for i, h in ws.expected_v1.items() if i not in gone}
     say(f"corpus: v1 {len(ws.expected_v1)} chunks, v2 {len(ws.expected_v2)} chunks")
     return ws
 
@@ -362,7 +380,7 @@ def _measure(ws: Workspace, key: str, args: list[str], template: str | None, env
 def _trial(ws: Workspace, scenario: str, number: int, rng: random.Random, *, args: list[str], rerun: list[list[str]],
            template: str | None, expected: dict[str, str] | None, versions: list[dict[str, str]],
            complete_tree: bool, env: dict[str, str] | None = None, sig: int = signal.SIGKILL,
-           count_llm: bool = False) -> Trial:
+           count_llm: bool = False, states: list[set[str]] | None = None) -> Trial:
     duration = _measure(ws, scenario, args, template, env)
     kill_at = round(rng.uniform(0.4, duration * 0.95), 2)  # the last 5% is mostly interpreter exit
     store = ws.fresh_store(f"{scenario}-{number}", template)
@@ -382,7 +400,7 @@ def _trial(ws: Workspace, scenario: str, number: int, rng: random.Random, *, arg
             trial.problems.append("SIGINT printed a traceback")
     elif not outcome.killed and outcome.returncode != 0:
         trial.problems.append(f"command failed on its own: {outcome.stderr.strip()[-300:]}")
-    after_kill = audit_store(store, versions=versions)
+    after_kill = audit_store(store, versions=versions, states=states)
     trial.problems += [f"after kill: {p}" for p in after_kill.problems]
     trial.duplicate_ids = after_kill.duplicate_ids
     paid_before_rerun = llm_ok_hashes(store) - before_calls if count_llm else set()
@@ -434,7 +452,7 @@ def _repaid(store: Path, paid: set[str]) -> int:
     return sum(n - 1 for n in seen.values() if n > 1)
 
 
-SCENARIOS = ("ingest", "ingest-prune", "build", "build-incremental", "build-llm", "sigint")
+SCENARIOS = ("ingest", "ingest-prune", "build", "build-incremental", "rm", "build-llm", "sigint")
 
 
 def llm_builder_available() -> bool:
@@ -452,7 +470,8 @@ def run_crash_trials(ws: Workspace, scenario: str, trials: int, rng: random.Rand
     """``trials`` kill trials of one scenario."""
     v1, v2 = ws.expected_v1, ws.expected_v2
     ingest_v1 = ["ingest", str(ws.v1), "--embedder", "hash"]
-    ingest_v2 = ["ingest", str(ws.v2), "--prune"]
+    ingest_v2 = ["ingest", str(ws.v2), "--prune", "--replace"]
+    rm_v1 = ["rm", str(ws.v1 / "docs"), str(ws.v1 / "part-0.jsonl"), "--yes"]
     specs: dict[str, dict[str, Any]] = {
         "ingest": dict(args=ingest_v1, rerun=[ingest_v1], template=None, expected=v1, versions=[v1],
                        complete_tree=False),
@@ -462,6 +481,9 @@ def run_crash_trials(ws: Workspace, scenario: str, trials: int, rng: random.Rand
                       template="v1", expected=v1, versions=[v1], complete_tree=True),
         "build-incremental": dict(args=["build", "--builder", "cluster"], rerun=[["build", "--builder", "cluster"]],
                                   template="v2-old-tree", expected=v2, versions=[v2], complete_tree=True),
+        "rm": dict(args=rm_v1, rerun=[rm_v1, ["build", "--builder", "cluster"]], template="v1-built",
+                   expected=ws.expected_rm, versions=[v1], complete_tree=True,
+                   states=[set(v1), set(ws.expected_rm)]),
     }
     if scenario == "build-llm":
         if ws.llm_url is None:

@@ -4,6 +4,7 @@
     ├── ConfigError                 code "config"        bad flag, env, config.toml or name
     ├── NotFoundError               code "not_found"     collection, path, chunk or session missing
     ├── InputError                  code "input"         bad ingest input (file:line: problem)
+    ├── ConflictError               code "conflict"      a source name or chunk id another source owns
     ├── StoreError                  code "store"         LanceDB / SQLite / remote store failure
     │   └── LockedError             code "locked"        another process holds the store lock
     ├── EmbeddingError              code "embedding"     embedder failed or mismatched
@@ -60,6 +61,13 @@ class InputError(KnowtologyError):
     def __init__(self, message: str, *, hint: str | None = None, problems: list[str] | None = None):
         super().__init__(message, hint=hint)
         self.problems = problems or [message]
+
+
+class ConflictError(KnowtologyError):
+    """Input would take over what another source owns (its name or its chunk ids); nothing was written."""
+
+    code = "conflict"
+    http_status = 409
 
 
 class StoreError(KnowtologyError):

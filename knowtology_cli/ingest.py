@@ -3,9 +3,20 @@
 Everything is read and validated before anything is written, so bad input changes nothing.
 Problems read ``file:line: what is wrong — what to do``.
 
-Duplicate chunk ids: within one run the first occurrence wins and every later one is a problem
-(an error unless ``--skip-invalid``); across runs a chunk id is a key, so re-ingesting it from
-another file replaces the stored row (last write wins).
+Identity. Every input belongs to a *source*: a name and a resolved root folder (symlinks followed),
+recorded in the tree store. A document's id is ``<source name>/<path inside the root>#<n>``, so
+the same folder reached through any spelling or working directory yields the same ids. A folder
+argument is a source of its own (default name: the folder's name) unless it lies inside a
+registered root, in which case it is that part of the registered source; a single file belongs
+to the registered root that holds it, else to its folder. The deepest registered root wins, so a
+folder that holds another source's root leaves those files to that source. Standard input is the
+source ``stdin`` unless named. A name already registered for another root is a conflict
+(:class:`~knowtology_cli.errors.ConflictError`), raised before any file is read, unless
+``replace`` re-points the name at the new root.
+
+Duplicate chunk ids within one run: the first occurrence wins and every later one is a problem
+(an error unless ``--skip-invalid``). Across runs a chunk id belongs to the source that stored
+it; :meth:`KnowledgeBase.ingest` refuses ids another source owns unless told to replace them.
 """
 
 from __future__ import annotations
@@ -14,12 +25,12 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError, KnowtologyError
+from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
 from .parsers import detect_format
 
@@ -28,6 +39,10 @@ JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm)"
 MAX_TEXT_CHARS = 1_000_000
 MAX_ID_CHARS = 512
+MAX_SOURCE_CHARS = 128
+#: The root recorded for a source read from standard input.
+STDIN_ROOT = "-"
+STDIN_SOURCE = "stdin"
 
 
 def content_hash(text: str, title: str = "", metadata: dict[str, Any] | None = None) -> str:
@@ -36,19 +51,81 @@ def content_hash(text: str, title: str = "", metadata: dict[str, Any] | None = N
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where documents come from: a name (the first segment of their ids) and a resolved root.
+
+    ``kind`` says what a re-scan reads: ``dir`` (the root folder was ingested whole: walk it),
+    ``files`` (only single files under the root were ingested: re-read those) or ``stdin``.
+    """
+
+    name: str
+    root: str
+    kind: str = "dir"
+
+    @property
+    def path(self) -> Path | None:
+        """The root as a path (None for standard input)."""
+        return None if self.root == STDIN_ROOT else Path(self.root)
+
+
+def in_scope(origin: str, prefix: str) -> bool:
+    """True when the path ``origin`` inside a source is ``prefix``, lies under it, or ``prefix`` is the root."""
+    return not prefix or origin == prefix or origin.startswith(prefix + "/")
+
+
+def validate_source_name(name: str) -> str:
+    """``name`` if it can lead chunk ids (no ``/``, no control characters), else ``ConfigError``."""
+    if (not isinstance(name, str) or not name.strip() or name != name.strip() or "/" in name or "#" in name
+            or name in {".", ".."} or len(name) > MAX_SOURCE_CHARS or any(ord(ch) < 32 for ch in name)):
+        raise ConfigError(
+            f"invalid source name {name!r}",
+            hint=f"a source name is 1-{MAX_SOURCE_CHARS} characters without '/', '#' or control characters;"
+                 " choose one with --source NAME",
+        )
+    return name
+
+
+def real_path(path: str | Path) -> Path:
+    """``path`` made absolute with its folder's symlinks resolved (a file's own link is kept, so a
+    linked file keeps the name it has in the folder). Works for paths that no longer exist."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    return path.absolute().parent.resolve() / path.name
+
+
+def locate(path: str | Path, sources: Iterable[Source]) -> tuple[Source, str] | None:
+    """The source whose root holds ``path`` (the deepest root wins) and the path inside it ('' = the root)."""
+    real = real_path(path)
+    best: Source | None = None
+    for source in sources:
+        root = source.path
+        if root is not None and (real == root or root in real.parents):
+            if best is None or len(root.parts) > len(Path(best.root).parts):
+                best = source
+    if best is None:
+        return None
+    return best, "" if real == Path(best.root) else real.relative_to(best.root).as_posix()
+
+
 @dataclass
 class InputBatch:
-    """Chunks read from all inputs, the files they came from, and the problems found.
+    """Chunks read from all inputs, where each came from, and the problems found.
 
-    ``scopes`` are the file-name prefixes of directory inputs (``dirname/``): with ``--prune`` a
-    stored document under a scope whose file is gone is deleted too.
+    ``owners`` maps each chunk id to ``(source name, path inside the source)``; ``scopes`` are the
+    ``(source, path prefix)`` pairs this run read completely, so with ``--prune`` a stored chunk of
+    a scope that was not read again is deleted. ``sources`` are the sources the run touched (new
+    ones included); ``files`` the labels (``source/path``) of the files read.
     """
 
     chunks: list[Chunk] = field(default_factory=list)
     files: set[str] = field(default_factory=set)
-    scopes: set[str] = field(default_factory=set)
+    scopes: set[tuple[str, str]] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
+    owners: dict[str, tuple[str, str]] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)
     junk_merged: int = 0
     junk_dropped: int = 0
     #: paths given that do not exist (no --skip-invalid can help with those)
@@ -66,32 +143,159 @@ class InputBatch:
 
 
 def read_inputs(
-    paths: Iterable[str], *, stdin: IO[str] | None = None, max_tokens: int = 450, target_tokens: int = 300
+    paths: Iterable[str],
+    *,
+    stdin: IO[str] | None = None,
+    max_tokens: int = 450,
+    target_tokens: int = 300,
+    sources: Mapping[str, Source] | None = None,
+    source_name: str | None = None,
+    replace: bool = False,
 ) -> InputBatch:
-    """Read every path (file, directory or ``-``) into one validated batch."""
+    """Read every path (file, directory or ``-``) into one validated batch.
+
+    Args:
+        paths: what to read.
+        stdin: the stream ``-`` reads (default: ``sys.stdin``).
+        sources: the collection's registered sources by name.
+        source_name: the name to register or use for the (single) path, instead of its folder's name.
+        replace: let a name registered for another root point at the new one.
+
+    Raises:
+        ConflictError: a source name is registered (or used earlier in ``paths``) for another root.
+    """
+    paths = list(paths)
+    if source_name is not None and len(paths) > 1:
+        raise ConfigError(f"--source {source_name} names one source but {len(paths)} paths were given",
+                          hint="ingest each folder on its own with its own --source NAME")
     batch = InputBatch()
-    for raw in paths:
+    registry = dict(sources or {})
+    fresh: set[str] = set()
+    plans = [_plan(raw, registry, fresh, batch, source_name, replace) for raw in paths]
+    for raw, plan in zip(paths, plans):
+        if plan is None:
+            continue
+        source, prefix = plan
+        batch.sources[source.name] = source
         if raw == "-":
-            _read_jsonl_stream(stdin or sys.stdin, "<stdin>", "stdin", batch)
+            batch.scopes.add((source.name, ""))
+            _read_owned(batch, source, "",
+                        lambda s=source: _read_jsonl_stream(stdin or sys.stdin, "<stdin>", s.name, batch))
             continue
         path = Path(raw)
-        if not path.exists() and not path.is_symlink():
-            batch.problems.append(f"{raw}: no such file or directory — check the path")
-            batch.missing.append(raw)
-            continue
         if path.is_dir():
-            files = sorted(_walk(path, batch))
-            prefix = path.resolve().name
-            batch.scopes.add(prefix + "/")
-            if not files:
-                batch.problems.append(
-                    f"{raw}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files"
-                )
-            for file in files:
-                _read_file(file, f"{prefix}/{file.relative_to(path).as_posix()}", batch, max_tokens, target_tokens)
+            _read_folder(path, source, prefix, registry, batch, max_tokens, target_tokens)
         else:
-            _read_file(path, path.name if path.is_absolute() else path.as_posix(), batch, max_tokens, target_tokens)
+            batch.scopes.add((source.name, prefix))
+            label = f"{source.name}/{prefix}"
+            _read_owned(batch, source, prefix,
+                        lambda p=path, lb=label: _read_file(p, lb, batch, max_tokens, target_tokens))
     return batch
+
+
+def _plan(raw: str, registry: dict[str, Source], fresh: set[str], batch: InputBatch, name: str | None,
+          replace: bool) -> tuple[Source, str] | None:
+    """The source and the path inside it that ``raw`` reads; registers new sources in ``registry``."""
+    if name is not None:
+        validate_source_name(name)
+    if raw == "-":
+        wanted = Source(name or STDIN_SOURCE, STDIN_ROOT, "stdin")
+        return _claim(wanted, registry, fresh, raw, replace, explicit=name is not None), ""
+    path = Path(raw)
+    if not path.exists() and not path.is_symlink():
+        batch.problems.append(f"{raw}: no such file or directory — check the path")
+        batch.missing.append(raw)
+        return None
+    is_dir = path.is_dir()
+    real = real_path(path)
+    found = locate(real, registry.values())
+    if found is not None and is_dir and not found[1] and found[0].kind != "dir":
+        found = (Source(found[0].name, found[0].root, "dir"), "")  # its root folder, ingested whole now
+        registry[found[0].name] = found[0]
+    if name is None and found is not None:
+        return found
+    folder = real if is_dir else real.parent
+    default = name or folder.name
+    if not default:
+        raise ConfigError(f"{raw}: the filesystem root has no folder name to use as the source name",
+                          hint="name the source: --source NAME")
+    validate_source_name(default)
+    if found is not None:  # an explicit name for a path another source already holds
+        owner, inside = found
+        if owner.name == name:
+            return found
+        where = f"the root of source {owner.name!r}" if not inside else f"inside source {owner.name!r} ({owner.root})"
+        raise ConflictError(
+            f"{raw} ({real}) is {where}; its files are stored under {owner.name!r}",
+            hint=f"drop --source to update them there, or `kt rm --source {owner.name}` first",
+        )
+    kind = "dir" if is_dir else "files"
+    return _claim(Source(default, str(folder), kind), registry, fresh, raw, replace, explicit=name is not None), (
+        "" if is_dir else path.name)
+
+
+def _claim(wanted: Source, registry: dict[str, Source], fresh: set[str], raw: str, replace: bool, *,
+           explicit: bool) -> Source:
+    """``wanted`` registered under its name, the registered source when it has the same root, or a conflict.
+
+    ``fresh`` holds the names first registered by this run: those never give way to ``replace``.
+    """
+    known = registry.get(wanted.name)
+    if known is None or known.root == wanted.root:
+        source = wanted if known is None else Source(known.name, known.root,
+                                                     "dir" if "dir" in (known.kind, wanted.kind) else known.kind)
+        if known is None:
+            fresh.add(source.name)
+        registry[source.name] = source
+        return source
+    what = "input" if STDIN_ROOT in (wanted.root, known.root) else "folder"
+    message = f"source {wanted.name!r} is already {known.root}; {raw} is {wanted.root}, a different {what}"
+    if wanted.name in fresh:
+        raise ConflictError(message + " given in the same command — nothing was written",
+                            hint=f"ingest it on its own under another name: kt ingest {raw} --source NAME")
+    if replace:
+        registry[wanted.name] = wanted
+        return wanted
+    other = "OTHER_NAME" if explicit else "NAME"
+    raise ConflictError(message + " — nothing was written",
+                        hint=f"add it under its own name: kt ingest {raw} --source {other}; or pass --replace to"
+                             f" point {wanted.name!r} at {wanted.root}")
+
+
+def _read_owned(batch: InputBatch, source: Source, origin: str, read: Any) -> None:
+    """Run ``read`` and record ``(source, origin)`` as the owner of every chunk it added."""
+    before = len(batch.chunks)
+    read()
+    for chunk in batch.chunks[before:]:
+        batch.owners[chunk.chunk_id] = (source.name, origin)
+
+
+def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, Source], batch: InputBatch,
+                 max_tokens: int, target_tokens: int) -> None:
+    """Read every document under ``path``; files under a deeper registered root go to that source."""
+    real = real_path(path)
+    nested = [s for s in registry.values() if s.path is not None and real in s.path.parents]
+    batch.scopes.add((source.name, prefix))
+    for s in nested:
+        batch.scopes.add((s.name, ""))
+        batch.sources.setdefault(s.name, s)
+    files = sorted(_walk(path, batch))
+    if not files:
+        batch.problems.append(f"{path}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files")
+    folders: dict[Path, tuple[Source, str] | None] = {}
+    for file in files:
+        owner: tuple[Source, str] | None = None
+        if nested:
+            if file.parent not in folders:
+                folders[file.parent] = locate(file.parent.resolve(), nested)
+            inner = folders[file.parent]
+            if inner is not None:
+                owner = (inner[0], "/".join(p for p in (inner[1], file.name) if p))
+        if owner is None:
+            owner = (source, "/".join(p for p in (prefix, file.relative_to(path).as_posix()) if p))
+        src, origin = owner
+        _read_owned(batch, src, origin,
+                    lambda f=file, lb=f"{src.name}/{origin}": _read_file(f, lb, batch, max_tokens, target_tokens))
 
 
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:

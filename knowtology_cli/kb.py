@@ -19,12 +19,16 @@ from .models import (
     Chunk,
     ChunkLead,
     CollectionStatus,
+    DropReport,
     Hit,
     IngestReport,
     NodeSummary,
     ReadChunk,
     ReadResult,
+    RemoveReport,
     SearchResult,
+    SourcesReport,
+    SourceSummary,
     StatusReport,
     TreeNode,
 )
@@ -212,34 +216,57 @@ class KnowledgeBase:
         skip_invalid: bool = False,
         prune: bool = False,
         stdin: IO[str] | None = None,
+        source: str | None = None,
+        replace: bool = False,
         progress: ProgressFn = _noop_progress,
         message: MessageFn = _noop_message,
     ) -> IngestReport:
         """Add or update chunks from files, directories or stdin (``-``); see DESIGN §3.
 
-        Input is fully validated before anything is written; each upsert batch commits atomically,
-        so a killed ingest resumes on re-run without re-embedding what already landed.
+        Each input belongs to a source (see :mod:`knowtology_cli.ingest`): ``source`` names the one
+        path's source, or with no paths re-scans that registered source. A source name or chunk id
+        another source owns is refused (``ConflictError``) unless ``replace``. Input is fully
+        validated before anything is written; each upsert batch commits atomically, so a killed
+        ingest resumes on re-run without re-embedding what already landed.
         """
         from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
         from .ingest import read_inputs, require_valid
 
         started = time.perf_counter()
         name = self._collection(collection)
-        batch = read_inputs(paths, stdin=stdin)
-        require_valid(batch, skip_invalid)
         info = self.tree.get_collection(name)
+        registry = self._registry(name) if info is not None else {}
+        paths = list(paths)
+        rescan: str | None = None
+        if not paths:
+            if source is None:
+                raise ConfigError("nothing to ingest", hint="give files or folders, - for JSONL on stdin, or"
+                                                            " --source NAME to re-scan a registered source")
+            paths, rescan = self._rescan_paths(name, registry, source), source
+        batch = read_inputs(paths, stdin=stdin, sources=registry, source_name=None if rescan else source,
+                            replace=replace)
+        if rescan is not None:
+            batch.scopes.add((rescan, ""))
+            batch.sources.setdefault(rescan, registry[rescan])
+        require_valid(batch, skip_invalid)
         wanted = canonical_name(embedder) if embedder else None
         if info is not None and wanted and wanted != info.embedder:
             raise EmbeddingError(
                 f"collection {name!r} was embedded with {info.embedder}, not {wanted}",
                 hint="drop --embedder, or ingest into another collection with -c NAME",
             )
+        if info is not None and self._read_only(name):
+            raise ConfigError(f"collection {name!r} is attached read-only; nothing is ingested into it",
+                              hint="ingest into another collection with -c NAME")
         if self._embedder is not None and (wanted is None or canonical_name(self._embedder.name) == wanted):
             model = self._embedder
         else:
             model = (self._embedder_factory or get_embedder)(wanted or (info.embedder if info else DEFAULT_EMBEDDER))
             self._embedder = model
         with self._with_lock():
+            self._finish_removals()
+            owners = self.tree.chunk_owners(name)
+            self._check_owners(batch, owners, replace)
             if info is None:
                 info = self.tree.ensure_collection(
                     CollectionInfo(name=name, embedder=canonical_name(model.name), dimension=model.dimension)
@@ -249,13 +276,7 @@ class KnowledgeBase:
             added = sum(1 for c in todo if c.chunk_id not in stored)
             updated = len(todo) - added
             unchanged = len(batch.chunks) - len(todo)
-            removed: list[str] = []
-            if prune:
-                incoming = {c.chunk_id for c in batch.chunks}
-                removed = [
-                    i for i, (_, f) in stored.items()
-                    if i not in incoming and (f in batch.files or any(f.startswith(p) for p in batch.scopes))
-                ]
+            removed = self._pruned(batch, stored, owners) if prune else []
             todo, moved = self._moved_only(name, todo, stored)
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
@@ -272,9 +293,10 @@ class KnowledgeBase:
                 progress("embedding", done, len(todo))
             if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
                 self._rewrite_moved(name, moved)
-            if removed:  # mappings first: a kill in between leaves rows unmapped, never orphans
-                self.tree.apply(name, [], [], remove=removed)
-                self.vectors.delete(name, removed)
+            self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
+                                     batch.owners)
+            if removed:
+                self._remove(name, removed)
             stale = getattr(self.vectors, "indexes_stale", lambda _: False)(name)
             if todo or removed or stale:
                 message("updating full-text index…")
@@ -297,6 +319,7 @@ class KnowledgeBase:
             problems=batch.problems,
             embedder=info.embedder,
             seconds=round(time.perf_counter() - started, 3),
+            sources=sorted(batch.sources),
         )
 
     def _moved_only(
@@ -330,7 +353,240 @@ class KnowledgeBase:
             self.tree.apply(name, [], [
                 (m.model_copy(update=provenance(rows[m.chunk_id].metadata)), rows[m.chunk_id].content_hash)
                 for m in mapped
-            ])
+            ], track=False)
+
+    def _registry(self, collection: str) -> dict[str, Any]:
+        from .ingest import Source
+
+        return {r.name: Source(r.name, r.root, r.kind) for r in self.tree.sources(collection)}
+
+    def _read_only(self, collection: str) -> bool:
+        check = getattr(self.vectors, "is_read_only", None)
+        return bool(check(collection)) if check is not None else self.vectors.read_only
+
+    def _rescan_paths(self, collection: str, registry: dict[str, Any], source: str) -> list[str]:
+        """What a re-scan of ``source`` reads: its root folder, or the files it was given one by one."""
+        from .ingest import STDIN_ROOT
+
+        known = registry.get(source)
+        if known is None:
+            names = ", ".join(sorted(registry)) or "none yet"
+            raise NotFoundError(f"no source named {source!r} in collection {collection!r} (sources: {names})",
+                                hint="`kt sources` lists them; give a path to add one: kt ingest PATH --source NAME")
+        if known.root == STDIN_ROOT:
+            raise ConfigError(f"source {source!r} was read from standard input and cannot be re-scanned",
+                              hint=f"pipe the JSONL again: kt ingest - --source {source}")
+        root = Path(known.root)
+        if not root.is_dir():
+            raise NotFoundError(f"source {source!r}: its folder {known.root} no longer exists",
+                                hint=f"point it at the new folder: kt ingest NEW_PATH --source {source} --replace;"
+                                     f" or forget it: kt rm --source {source}")
+        if known.kind == "dir":
+            return [str(root)]
+        origins = sorted({o for s, o in self.tree.chunk_owners(collection).values() if s == source})
+        return [str(root / o) for o in origins if (root / o).is_file()]
+
+    @staticmethod
+    def _check_owners(batch: Any, owners: dict[str, tuple[str, str]], replace: bool) -> None:
+        """Refuse chunk ids another source stored (unless ``replace``); ids stored before sources were
+        recorded are claimed by whoever ingests them."""
+        from .errors import ConflictError
+
+        clashes = [(c.chunk_id, owners[c.chunk_id]) for c in batch.chunks
+                   if c.chunk_id in owners and owners[c.chunk_id][0] != batch.owners[c.chunk_id][0]]
+        if clashes and not replace:
+            chunk_id, (owner, origin) = clashes[0]
+            more = f" (+{len(clashes) - 1} more)" if len(clashes) > 1 else ""
+            raise ConflictError(
+                f"{batch.origins[chunk_id]}: chunk id {chunk_id!r} is already stored from source {owner!r}"
+                f" ({owner}/{origin}){more} — nothing was written",
+                hint="give these rows ids of their own, or pass --replace to move the ids to this source",
+            )
+
+    @staticmethod
+    def _pruned(batch: Any, stored: dict[str, tuple[str, str]], owners: dict[str, tuple[str, str]]) -> list[str]:
+        """Stored chunks of the scopes this run read completely that it did not read again."""
+        from .ingest import in_scope
+
+        incoming = {c.chunk_id for c in batch.chunks}
+        out = []
+        for chunk_id, (_, file_name) in stored.items():
+            if chunk_id in incoming:
+                continue
+            owner = owners.get(chunk_id)
+            if owner is not None:
+                hit = any(owner[0] == s and in_scope(owner[1], p) for s, p in batch.scopes)
+            else:  # stored before sources were recorded: its file name reads source/path
+                hit = file_name in batch.files or any(in_scope(file_name, f"{s}/{p}" if p else s)
+                                                      for s, p in batch.scopes)
+            if hit:
+                out.append(chunk_id)
+        return sorted(out)
+
+    # sources and removal ------------------------------------------------------------------
+    def sources(self, *, collection: str | None = None) -> SourcesReport:
+        """The collection's sources: name, root, files, chunks and last ingest."""
+        name = self._collection(collection)
+        self._require_collection(name)
+        rows = [SourceSummary(**vars(r)) for r in self.tree.sources(name)]
+        owned = sum(r.chunks for r in rows)
+        total = self.vectors.count(name) - len(self.tree.pending_removals().get(name, []))
+        return SourcesReport(collection=name, sources=rows, unregistered=max(0, total - owned))
+
+    def rm(
+        self,
+        paths: Sequence[str] = (),
+        *,
+        source: str | None = None,
+        collection: str | None = None,
+        dry_run: bool = False,
+    ) -> RemoveReport:
+        """Remove files, folders or a whole source from the collection: their chunks leave the vector
+        table, the full-text index, the tree (counts updated, empty categories dropped) and every
+        read history. Paths are matched through the registered roots (the files may be gone from
+        disk), or as ``source/path`` labels. The tree store commits first and records the chunks as
+        pending; the vector table follows, and a killed removal is finished by the next command."""
+        name = self._collection(collection)
+        self._require_collection(name)
+        if not paths and source is None:
+            raise ConfigError("nothing to remove", hint="give files or folders, or --source NAME")
+        if self._read_only(name):
+            raise ConfigError(f"collection {name!r} is attached read-only; its table is never written",
+                              hint=f"`kt detach {name}` forgets it without touching the table")
+        with self._with_lock():
+            if not dry_run:
+                self._finish_removals()
+            ids, files, forget = self._removal_plan(name, list(paths), source)
+            if not dry_run and ids:
+                self._remove(name, ids, forget_sources=forget)
+            elif not dry_run and forget:
+                self.tree.remove_chunks(name, [], forget_sources=forget)
+        total = self.vectors.count(name) - (len(ids) if dry_run else 0)
+        return RemoveReport(collection=name, dry_run=dry_run, removed=len(ids), files=files, sources=forget,
+                            total=total, nodes=len(self.tree.nodes(name)))
+
+    def _removal_plan(self, collection: str, paths: list[str],
+                      source: str | None) -> tuple[list[str], list[str], list[str]]:
+        """(chunk ids, ``source/path`` labels of their files, sources to forget) for an ``rm``."""
+        from .ingest import in_scope, locate, real_path
+
+        registry = self._registry(collection)
+        owners = self.tree.chunk_owners(collection)
+        stored = self.vectors.fingerprints(collection)
+        picked: dict[str, str] = {}
+        forget: list[str] = []
+        if source is not None:
+            if source not in registry:
+                names = ", ".join(sorted(registry)) or "none"
+                raise NotFoundError(f"no source named {source!r} in collection {collection!r} (sources: {names})",
+                                    hint="`kt sources` lists them")
+            forget.append(source)
+            picked.update({i: f"{s}/{o}" for i, (s, o) in owners.items() if s == source})
+            picked.update({i: f for i, (_, f) in stored.items() if i not in owners and in_scope(f, source)})
+        for raw in paths:
+            scopes: list[tuple[str, str]] = []
+            found = locate(real_path(raw), registry.values()) if raw not in ("", "-") else None
+            if found is not None:
+                scopes.append((found[0].name, found[1]))
+                if not found[1] and found[0].name not in forget:
+                    forget.append(found[0].name)  # the whole root: the source goes too
+            label = raw.strip().strip("/")
+            first, _, rest = label.partition("/")
+            if first in registry and not Path(raw).exists():
+                # a source/path label, as ids and hits show it (an existing path is never read as
+                # one: a folder that merely shares a source's name is not that source)
+                scopes.append((first, rest))
+                if not rest and first not in forget:
+                    forget.append(first)
+            before = len(picked)
+            for s, prefix in scopes:
+                picked.update({i: f"{s}/{o}" for i, (src, o) in owners.items()
+                               if src == s and in_scope(o, prefix) and i in stored})
+                legacy = f"{s}/{prefix}" if prefix else s
+                picked.update({i: f for i, (_, f) in stored.items() if i not in owners and in_scope(f, legacy)})
+            on_disk = found is not None and Path(raw).exists()  # inside a source, just nothing stored (any more)
+            if len(picked) == before and not on_disk and not any(not prefix for _, prefix in scopes):
+                raise NotFoundError(
+                    f"nothing stored from {raw!r} in collection {collection!r}",
+                    hint="`kt sources` lists the sources and their folders; paths may also be given as"
+                         " SOURCE/PATH, as ids show them",
+                )
+        ids = sorted(i for i in picked if i in stored)
+        return ids, sorted({picked[i].rstrip("/") for i in ids}), forget
+
+    def _remove(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
+        """Unmap, disown and mark pending in one tree transaction, then delete from the vector table."""
+        from .builders.runner import collapse_single_children
+
+        self.tree.remove_chunks(collection, chunk_ids, forget_sources=forget_sources)
+        self._finish_removals()
+        collapse_single_children(self, collection)
+        self.tree.set_chunk_count(collection, self.vectors.count(collection))
+
+    def _finish_removals(self) -> None:
+        """Complete removals the tree store committed but the vector table (or a read history) may
+        still hold — normally right away, after a kill by the next command. Idempotent."""
+        from .stores.base import WHOLE_COLLECTION
+
+        for collection, ids in self.tree.pending_removals().items():
+            whole = WHOLE_COLLECTION in ids
+            if whole:
+                self.vectors.drop(collection)
+            else:  # deleted rows drop out of the full-text index at once; the next ingest compacts
+                self.vectors.delete(collection, ids)
+            forget = getattr(self.sessions, "forget_chunks", None)
+            if forget is not None:
+                forget(collection, None if whole else ids)
+            for key, read in self._memory_reads.items():
+                if key[1] == collection:
+                    read[:] = [] if whole else [i for i in read if i not in set(ids)]
+            self.tree.clear_pending(collection, None if whole else ids)
+
+    def settle(self) -> bool:
+        """Finish an interrupted removal if no other process is writing; True when nothing is pending."""
+        if not self.tree.pending_removals():
+            return True
+        if self.lock is None:
+            self._finish_removals()
+            return True
+        from .errors import LockedError
+        from .locking import StoreLock
+
+        probe = StoreLock(self.lock.path.parent, timeout=0) if getattr(self.lock, "_depth", 0) == 0 else None
+        try:
+            if probe is not None:
+                probe.acquire()
+        except LockedError:
+            return False  # a writer is at work (maybe the removal itself); readers skip pending ids
+        try:
+            self._finish_removals()
+        finally:
+            if probe is not None:
+                probe.release()
+        return True
+
+    def _pending_ids(self, collection: str) -> set[str]:
+        return set(self.tree.pending_removals().get(collection, []))
+
+    def drop(self, *, collection: str | None = None, dry_run: bool = False) -> DropReport:
+        """Remove a whole collection: tree, mappings, sources, call-log entries stay; the vector table
+        and read histories go. The tree store commits first; a killed drop is finished later."""
+        name = self._collection(collection)
+        info = self._require_collection(name)
+        if (info.source or {}).get("attached"):
+            raise ConfigError(f"collection {name!r} is attached read-only; its table is never removed",
+                              hint=f"`kt detach {name}` forgets it without touching the table")
+        report = DropReport(collection=name, dry_run=dry_run, chunks=self.vectors.count(name),
+                            nodes=len(self.tree.nodes(name)), sources=len(self.tree.sources(name)))
+        if dry_run:
+            return report
+        with self._with_lock():
+            self.tree.drop_collection(name, pending=True)
+            forget = getattr(self.vectors, "forget", None)
+            if forget is not None:
+                forget(name)
+            self._finish_removals()
+        return report
 
     # build --------------------------------------------------------------------------------
     def build(
@@ -362,6 +618,8 @@ class KnowledgeBase:
             raise ConfigError("the llm builder needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL")
         chosen = "llm" if builder == "llm" or (builder == "auto" and client is not None) else "cluster"
         with self._with_lock():
+            if not dry_run:
+                self._finish_removals()
             report = run_build(
                 self,
                 name,
@@ -569,9 +827,13 @@ class KnowledgeBase:
         return out
 
     def _hits(self, collection: str, scored: Sequence[ScoredId], min_score: float | None = None) -> list[Hit]:
-        """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported."""
+        """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported.
+        Chunks whose removal is still finishing are left out."""
         if min_score is not None:
             scored = [s for s in scored if round(s.score, 6) >= min_score]
+        pending = self._pending_ids(collection) if scored else set()
+        if pending:
+            scored = [s for s in scored if s.chunk_id not in pending]
         if not scored:
             return []
         ids = [s.chunk_id for s in scored]
@@ -614,7 +876,8 @@ class KnowledgeBase:
         ids = [c.strip() for c in chunk_ids if c and c.strip()]
         if not ids:
             raise ConfigError("no chunk ids given", hint="copy ids from search, grep or browse output")
-        chunks = {c.chunk_id: c for c in self.vectors.get(name, ids)}
+        pending = self._pending_ids(name)
+        chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
         unknown = [i for i in ids if i not in chunks]
         if unknown:
             self._require_collection(name)
@@ -778,20 +1041,34 @@ class KnowledgeBase:
 
     # status -------------------------------------------------------------------------------
     def status(self, *, collection: str | None = None) -> StatusReport:
-        """Counts, embedder, tree coverage and staleness per collection."""
+        """Counts, embedder, tree coverage and freshness per collection.
+
+        ``state`` is ``current`` only when every chunk is mapped and no category's members changed
+        materially since it was named; otherwise ``advice`` says what is stale and what to run.
+        Finishes an interrupted removal first when no other process is writing.
+        """
+        from .builders.runner import tree_freshness
+
+        self.settle()
         infos = self.tree.list_collections()
         if collection:
             infos = [self._require_collection(self._collection(collection))]
         rows = []
         for info in infos:
-            stored = self.vectors.fingerprints(info.name)
+            pending = self._pending_ids(info.name)
+            stored = {i: v for i, v in self.vectors.fingerprints(info.name).items() if i not in pending}
             mapped_hashes = self.tree.mapping_hashes(info.name)
             mapped = sum(1 for i in mapped_hashes if i in stored)
-            stale = any(stored[i][0] != h for i, h in mapped_hashes.items() if i in stored) or len(mapped_hashes) != mapped
+            changed = sum(1 for i, h in mapped_hashes.items() if i in stored and stored[i][0] != h)
+            nodes = self.tree.nodes(info.name)
+            fresh = tree_freshness(self, info.name, chunks=len(stored), unmapped=len(stored) - mapped + changed,
+                                   orphans=len(mapped_hashes) - mapped, nodes=nodes)
             rows.append(CollectionStatus(
                 name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
-                nodes=len(self.tree.nodes(info.name)), embedder=info.embedder, dimension=info.dimension,
-                stale=stale or mapped < len(stored), builder=info.builder))
+                nodes=len(nodes), embedder=info.embedder, dimension=info.dimension,
+                stale=fresh.state != "current", builder=info.builder, state=fresh.state,
+                stale_nodes=fresh.stale_nodes, drift=fresh.drift, rebuild_advised=fresh.rebuild_advised,
+                advice=fresh.advice))
         store = str(self.settings.store_dir) if self.settings else "(memory)"
         return StatusReport(store=store, collections=rows)
 

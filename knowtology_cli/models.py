@@ -40,6 +40,8 @@ class TreeNode(Record):
     level: int
     path: str
     chunk_count: int = 0
+    named_count: int | None = None  # members when the node was last named (None: not recorded)
+    churn: int = 0  # members added, moved in or out, changed or removed since then
 
 
 class ChunkMapping(Record):
@@ -169,6 +171,50 @@ class IngestReport(Record):
     problems: list[str] = Field(default_factory=list)
     embedder: str = ""
     seconds: float = 0.0
+    sources: list[str] = Field(default_factory=list)  # the sources this run read
+
+
+class SourceSummary(Record):
+    """A registered source: the first segment of its documents' ids, and the folder they come from."""
+
+    name: str
+    root: str
+    kind: str = "dir"  # dir (the folder was ingested whole), files (single files of it) or stdin
+    files: int = 0
+    chunks: int = 0
+    created_at: float = 0.0
+    last_ingest: float = 0.0
+
+
+class SourcesReport(Record):
+    """``kt sources``: the sources of one collection; ``unregistered`` counts chunks stored before
+    sources were recorded (they join a source when it is ingested again)."""
+
+    collection: str
+    sources: list[SourceSummary] = Field(default_factory=list)
+    unregistered: int = 0
+
+
+class RemoveReport(Record):
+    """``kt rm``: what left the collection (or would, with ``dry_run``)."""
+
+    collection: str
+    dry_run: bool = False
+    removed: int = 0  # chunks
+    files: list[str] = Field(default_factory=list)  # source/path of each file removed
+    sources: list[str] = Field(default_factory=list)  # sources forgotten
+    total: int = 0  # chunks left
+    nodes: int = 0  # categories left
+
+
+class DropReport(Record):
+    """``kt drop``: a collection removed whole (or what would go, with ``dry_run``)."""
+
+    collection: str
+    dry_run: bool = False
+    chunks: int = 0
+    nodes: int = 0
+    sources: int = 0
 
 
 class BuildReport(Record):
@@ -203,6 +249,11 @@ class CollectionStatus(Record):
     dimension: int | None = None
     stale: bool = False
     builder: str | None = None
+    state: str = ""  # current, unmapped, stale, empty, unbuilt
+    stale_nodes: list[str] = Field(default_factory=list)  # categories whose members changed materially
+    drift: float = 0.0  # share of the map placed or removed since the last full build
+    rebuild_advised: bool = False
+    advice: str = ""  # what to run, in words
 
 
 class StatusReport(Record):

@@ -67,6 +67,24 @@ class SessionStore:
                 self._write(name, data)
         return True
 
+    def forget_chunks(self, collection: str, chunk_ids: Iterable[str] | None = None) -> None:
+        """Take removed chunks (every chunk of ``collection`` when None) out of every session's history."""
+        gone = None if chunk_ids is None else set(chunk_ids)
+        for name in self.names():
+            with self._locked(name):
+                data = self.load(name)
+                entry = data["collections"].get(collection)
+                if entry is None:
+                    continue
+                if gone is None:
+                    del data["collections"][collection]
+                else:
+                    kept = [i for i in entry.get("read", []) if i not in gone]
+                    if len(kept) == len(entry.get("read", [])):
+                        continue
+                    entry["read"] = kept
+                self._write(name, data)
+
     def names(self) -> list[str]:
         """Every stored session name."""
         if not self.directory.is_dir():

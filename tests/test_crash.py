@@ -27,7 +27,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> stress.Workspace:
     return stress.prepare(tmp_path_factory.mktemp("crash"), rows=240, docs=4, say=lambda _: None)
 
 
-@pytest.mark.parametrize("scenario", ["ingest", "build"])
+@pytest.mark.parametrize("scenario", ["ingest", "build", "rm"])
 def test_sigkill_trials_leave_a_consistent_store_and_rerun_completes(workspace, scenario: str) -> None:
     trials = stress.run_crash_trials(workspace, scenario, 2, random.Random(7), say=lambda _: None)
     assert [t.problems for t in trials] == [[], []]
@@ -114,11 +114,11 @@ def test_killed_inside_a_prune_is_finished_by_the_rerun(workspace, tmp_path: Pat
     with monkeypatch.context() as m:
         m.setattr(LanceVectorStore, "delete", killed)
         with pytest.raises(KeyboardInterrupt):
-            _kb(store).ingest([str(workspace.v2)], prune=True)
+            _kb(store).ingest([str(workspace.v2)], prune=True, replace=True)
     mid = stress.audit_store(store, versions=[workspace.expected_v1, workspace.expected_v2], cli_status=False)
     assert mid.problems == []  # mappings went first: no mapping points at a missing chunk
     kb = _kb(store)
-    kb.ingest([str(workspace.v2)], prune=True)
+    kb.ingest([str(workspace.v2)], prune=True, replace=True)
     kb.build(builder="cluster")
     final = stress.audit_store(store, expected=workspace.expected_v2, complete_tree=True, cli_status=False)
     assert final.problems == []

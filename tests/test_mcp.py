@@ -100,3 +100,22 @@ def test_named_session_is_shared_and_persisted(tmp_path, agent_store) -> None:
     assert ALREADY_READ not in asyncio.run(_session_run(params, read))
     assert asyncio.run(_session_run(params, read)) == f"[{ids[0]}] {ALREADY_READ}"
     assert (store / "sessions" / "team.json").is_file()
+
+
+def test_high_level_client_over_stdio_keeps_one_read_history_per_connection(agent_store) -> None:
+    """``mcp.Client`` negotiates the 2026 per-request protocol (a fresh connection object per
+    request on the server); a repeat read within one ``async with Client(...)`` is still skipped."""
+    from mcp import Client
+
+    _, ids = leaf_with_chunks(agent_store)
+
+    async def run() -> tuple[str, list[str]]:
+        async with Client(_params(agent_store)) as client:
+            texts = [_text(await client.call_tool("km_read_chunks", {"chunk_ids": ids[:1]})) for _ in range(2)]
+            return client.session.protocol_version, texts
+
+    version, (first, second) = asyncio.run(run())
+    assert ALREADY_READ not in first and first.startswith(f"[{ids[0]}]")
+    assert second == f"[{ids[0]}] {ALREADY_READ}", (version, second)
+    _, (fresh, _) = asyncio.run(run())  # a new connection starts with an empty history
+    assert ALREADY_READ not in fresh

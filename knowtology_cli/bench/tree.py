@@ -296,3 +296,141 @@ def trees_markdown(result: dict[str, Any]) -> str:
                     ["collection", "chunks", "level", "nodes", "name routing", "majority", "gain", "largest share",
                      "AMI l1 tree / k-means", "NMI l1 tree / k-means"])
     return "\n\n".join([summary, *(tree_markdown(r) for r in result["collections"])])
+
+
+# --------------------------------------------------------------------------- incremental placement
+def _majority_nodes(paths: dict[str, str], gold: dict[str, tuple[str, str, str]], level: int) -> dict[str, str]:
+    """For each gold label (at ``level``), the tree node at that level holding most of its documents."""
+    votes: dict[str, Counter[str]] = {}
+    for doc, path in paths.items():
+        if doc in gold:
+            votes.setdefault(gold[doc][level - 1], Counter())["/".join(path.split("/")[:level])] += 1
+    return {label: max(sorted(c), key=lambda node: c[node]) for label, c in votes.items()}
+
+
+def placement_agreement(paths: dict[str, str], added: set[str], gold: dict[str, tuple[str, str, str]]) -> dict[str, Any]:
+    """Share of the ``added`` documents placed in the level-1 / level-2 node where most documents of
+    their gold label (l1 / l2) among the others live; ``paths`` is ``doc -> leaf path``."""
+    out: dict[str, Any] = {}
+    for level in (1, 2):
+        majority = _majority_nodes({d: p for d, p in paths.items() if d not in added}, gold, level)
+        judged = [d for d in added if d in gold and d in paths and gold[d][level - 1] in majority]
+        hits = sum(1 for d in judged
+                   if "/".join(paths[d].split("/")[:level]) == majority[gold[d][level - 1]])
+        out[f"l{level}"] = round(hits / len(judged), 4) if judged else None
+        out[f"judged_l{level}"] = len(judged)
+    return out
+
+
+def _leaf_sizes(kb: Any) -> dict[str, Any]:
+    """Largest leaf and the share of chunks in leaves over the builder's ``max_leaf``."""
+    from knowtology_cli.builders.cluster import DEFAULT_MAX_LEAF
+
+    nodes = kb.tree.nodes(COLLECTION)
+    inner = {n.parent_id for n in nodes}
+    sizes = [n.chunk_count for n in nodes if n.id not in inner]
+    total = sum(sizes) or 1
+    return {"leaves": len(sizes), "largest_leaf": max(sizes, default=0),
+            "over_max_leaf": round(sum(s for s in sizes if s > DEFAULT_MAX_LEAF) / total, 4)}
+
+
+def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embedder: str = "local",
+                    added: float = 0.2, seed: int = 0,
+                    message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Build the offline tree on ``1 - added`` of the documents, add the rest and ``kt build`` again
+    (incremental); then rebuild on everything. Reports, for the added documents, how often each way
+    put them in the level-1 / level-2 node where most documents of their label live, beside the
+    nearest-leaf placement in raw embedding space (the method before 0.2) on the same base tree."""
+    from knowtology_cli.builders.cluster import assign_to_leaves, leaf_centroids
+    from knowtology_cli.builders.runner import stale_nodes
+    from knowtology_cli.errors import ConfigError
+    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.stores.base import CollectionInfo
+
+    if not 0 < added < 1:
+        raise ConfigError(f"--added must be between 0 and 1, got {added}")
+    ds = load_dataset(data_dir)
+    label_path = labels or ds.root / "labels.tsv"
+    if not label_path.is_file():
+        raise ConfigError(f"no labels file at {label_path}", hint="pass --labels FILE (doc_id, codes, l1, l2, l3)")
+    gold = read_labels(label_path)
+    cached, _, _ = open_store(ds, embedder, message=message)
+    try:
+        info = cached.tree.get_collection(COLLECTION)
+        rows = [(c, v) for chunks, vecs in cached.vectors.iter_rows(COLLECTION, with_vectors=True)
+                for c, v in zip(chunks, vecs, strict=True)]
+    finally:
+        cached.close()
+    docs = sorted({c.doc_id for c, _ in rows})
+    rng = np.random.default_rng(seed)
+    new_docs = set(rng.choice(docs, size=max(1, round(added * len(docs))), replace=False).tolist())
+    base = [(c, v) for c, v in rows if c.doc_id not in new_docs]
+    extra = [(c, v) for c, v in rows if c.doc_id in new_docs]
+    result: dict[str, Any] = {"dataset": ds.name, "labels": str(label_path), "embedder": embedder, "seed": seed,
+                              "documents": len(docs), "added_documents": len(new_docs), "added_fraction": added,
+                              "rows": []}
+    with tempfile.TemporaryDirectory(prefix="kt-incremental-") as tmp:
+        kb = KnowledgeBase.open(Path(tmp, "store"))
+        try:
+            kb.tree.ensure_collection(CollectionInfo(name=COLLECTION, embedder=info.embedder,
+                                                     dimension=info.dimension))
+            kb.vectors.upsert(COLLECTION, [c for c, _ in base], np.stack([v for _, v in base]))
+            message(f"{ds.name}: full build on {len(docs) - len(new_docs)} documents…")
+            kb.build(collection=COLLECTION, builder="cluster")
+            leaves = {m.chunk_id: m.path for m in kb.tree.mappings(COLLECTION)}
+            centroids = leaf_centroids([leaves[c.chunk_id] for c, _ in base], np.stack([v for _, v in base]))
+            nearest = assign_to_leaves(np.stack([v for _, v in extra]), centroids)
+            before = {c.doc_id: leaves[c.chunk_id] for c, _ in base}
+            before.update({c.doc_id: p for (c, _), p in zip(extra, nearest, strict=True)})
+            nodes_before = {n.id: n for n in kb.tree.nodes(COLLECTION)}
+            kb.vectors.upsert(COLLECTION, [c for c, _ in extra], np.stack([v for _, v in extra]))
+            message(f"{ds.name}: incremental build adding {len(new_docs)} documents…")
+            t0 = time.perf_counter()
+            report = kb.build(collection=COLLECTION, builder="cluster")
+            seconds = round(time.perf_counter() - t0, 2)
+            paths = {m.doc_id: m.path for m in kb.tree.mappings(COLLECTION)}
+            nodes_after = {n.id: n for n in kb.tree.nodes(COLLECTION)}
+            kept = [i for i in nodes_after if i in nodes_before]
+            status = kb.status(collection=COLLECTION).collections[0]
+            result["incremental"] = {
+                "seconds": seconds, "notes": report.notes, "drift": status.drift, "state": status.state,
+                "nodes": len(nodes_after), "new_nodes": len(nodes_after) - len(kept),
+                "renamed": sum(1 for i in kept if nodes_after[i].name != nodes_before[i].name),
+                "redescribed": sum(1 for i in kept if nodes_after[i].description != nodes_before[i].description),
+                "stale_after": len(stale_nodes(kb, COLLECTION))}
+            result["rows"].append({"method": "nearest leaf, raw embedding (before)",
+                                   **placement_agreement(before, new_docs, gold)})
+            result["rows"].append({"method": "incremental (kt build)", **placement_agreement(paths, new_docs, gold),
+                                   **_leaf_sizes(kb)})
+            message(f"{ds.name}: full rebuild on all {len(docs)} documents…")
+            t0 = time.perf_counter()
+            kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
+            result["rebuild_seconds"] = round(time.perf_counter() - t0, 2)
+            full = {m.doc_id: m.path for m in kb.tree.mappings(COLLECTION)}
+            result["rows"].append({"method": "full rebuild (kt build --rebuild)",
+                                   **placement_agreement(full, new_docs, gold), **_leaf_sizes(kb)})
+        finally:
+            kb.close()
+    inc, reb = result["rows"][1], result["rows"][2]
+    result["gap_l1"] = round(reb["l1"] - inc["l1"], 4)
+    result["gap_l2"] = round(reb["l2"] - inc["l2"], 4)
+    return result
+
+
+def incremental_markdown(result: dict[str, Any]) -> str:
+    from knowtology_cli.bench.report import table
+
+    inc = result["incremental"]
+    parts = [f"### {result['dataset']}: incremental placement ({result['added_documents']:,} of "
+             f"{result['documents']:,} documents added, seed {result['seed']})",
+             table(result["rows"], ["method", "l1", "l2", "judged_l1", "judged_l2", "leaves", "largest_leaf",
+                                    "over_max_leaf"],
+                   ["placement of the added documents", "in the L1 node of their l1 label",
+                    "in the L2 node of their l2 label", "judged (l1)", "judged (l2)", "leaves", "largest leaf",
+                    "chunks in leaves > max_leaf"]),
+             f"Gap to the full rebuild: {result['gap_l1']:+.4f} at level 1, {result['gap_l2']:+.4f} at level 2. "
+             f"Incremental build {inc['seconds']} s (rebuild {result['rebuild_seconds']} s); of its "
+             f"{inc['nodes']} categories {inc['renamed']} were renamed and {inc['redescribed']} re-described, "
+             f"{inc['stale_after']} left stale; drift {inc['drift']}; status {inc['state']!r}."]
+    parts += [f"- {note}" for note in inc["notes"]]
+    return "\n\n".join(parts)

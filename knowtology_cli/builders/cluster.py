@@ -44,6 +44,7 @@ __all__ = [
     "ClusterItem",
     "assign_to_leaves",
     "build_cluster_tree",
+    "cluster_features",
     "leaf_centroids",
     "name_tree",
     "spherical_kmeans",
@@ -449,6 +450,19 @@ def name_tree(
 
     collect(root)
     return out
+
+
+def cluster_features(
+    items: Sequence[ClusterItem], vectors: np.ndarray, *, seed: int = 0, text_weight: float = 0.2,
+    doc_weight: float = 1.0, params: TreeParams = DEFAULT_PARAMS,
+) -> np.ndarray:
+    """The space :func:`build_cluster_tree` splits in (embedding + LSA text + document pull), one
+    unit row per item, with the same defaults. Incremental builds place new chunks in it, so they
+    land where a rebuild would put them."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != len(items):
+        raise BuildError(f"cluster_features got {len(items)} items but vectors of shape {matrix.shape}")
+    return _prepare(items, matrix, text_weight, doc_weight, seed, params)[1]
 
 
 def leaf_centroids(paths: Sequence[str], vectors: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,19 +1,71 @@
-"""Build orchestration: decide what to (re)map, run the chosen builder, apply atomically."""
+"""Build orchestration: decide what to (re)map, run the chosen builder, apply atomically.
+
+A tree that stays true. A full build clusters (or asks the LLM about) every chunk. After that,
+``kt build`` is incremental:
+
+* Placement. A new or changed chunk goes where a full rebuild would put it: the offline builder
+  splits top-down with spherical k-means in a feature space of embedding + LSA text + document
+  pull, and a k-means split sends a point to its nearest centroid. So the chunk is placed in that
+  same space (recomputed over the current collection), top-down: the nearest level-1 centroid,
+  then the nearest of that node's children, down to a leaf.
+* Freshness. Every tree write counts, per node, the members added, removed, moved in or out, or
+  changed since the node was last named (``churn``, beside ``named_count``, the members it was
+  named for). A node is *stale* when its churn reaches ``FRESHNESS.stale_share`` of
+  ``named_count``: enough of its members are new or gone that its name may no longer fit
+  (:func:`stale_nodes`). The offline refresh renames and re-describes stale nodes from their
+  members, as a full build would (:func:`refresh_offline`), and re-describes every other node
+  whose members changed at all (descriptions carry counts and examples). Snippets belong to
+  chunks and are written when a chunk is placed.
+* Drift. The share of the map placed or removed since the last full build,
+  ``(placed + removed) / (mapped + removed)``: the part of the tree no clustering has seen as a
+  whole. At ``FRESHNESS.rebuild_drift`` or more, ``kt build`` and ``kt status`` say that
+  ``kt build --rebuild`` would give a better map.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import BuildReport, ChunkMapping, TreeReply
+from ..models import BuildReport, ChunkMapping, TreeNode, TreeReply
 from ..provenance import provenance
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
     from ..llm.base import LLMClient
+    from ..stores.base import TreeState
+
+
+@dataclass(frozen=True)
+class FreshnessParams:
+    """When a category needs new names, and when the whole tree would be better rebuilt."""
+
+    #: Churn (members added, removed, moved or changed since naming) at which a node is stale:
+    #: a tenth of the members it was named for. Offline names need a term in half of a node, so a
+    #: tenth new or gone can already move a name across that line; an LLM re-description per
+    #: stale node stays a small share of the calls of a rebuild.
+    stale_share: float = 0.1
+    #: Drift at which a rebuild is advised: a fifth of the map placed without the clustering
+    #: seeing it as a whole (see docs/benchmarks.md, "Incremental placement", for what 20% costs).
+    rebuild_drift: float = 0.2
+
+
+FRESHNESS = FreshnessParams()
+
+
+@dataclass
+class Freshness:
+    """What ``kt status`` says about a collection's tree."""
+
+    state: str
+    stale_nodes: list[str] = field(default_factory=list)
+    drift: float = 0.0
+    rebuild_advised: bool = False
+    advice: str = ""
 
 
 def pending_work(kb: KnowledgeBase, collection: str) -> tuple[list[str], list[str], dict[str, str]]:
@@ -23,6 +75,54 @@ def pending_work(kb: KnowledgeBase, collection: str) -> tuple[list[str], list[st
     orphans = sorted(i for i in mapped if i not in stored)
     pending = sorted(i for i, h in stored.items() if mapped.get(i) != h)
     return pending, orphans, stored
+
+
+def is_stale(node: TreeNode, params: FreshnessParams = FRESHNESS) -> bool:
+    """True when the node's members changed materially since it was named (see the module docstring)."""
+    return node.churn > 0 and node.churn >= params.stale_share * max(1, node.named_count or 0)
+
+
+def stale_nodes(kb: KnowledgeBase, collection: str, params: FreshnessParams = FRESHNESS) -> list[TreeNode]:
+    """Nodes whose membership changed materially since they were last named, parents first.
+
+    The offline builder renames them (:func:`refresh_offline`); the LLM builder re-describes them.
+    After naming a node, record it with ``kb.tree.mark_named(collection, [path])`` (or pass the
+    paths as ``named`` to ``kb.tree.rename_nodes``).
+    """
+    return sorted((n for n in kb.tree.nodes(collection) if is_stale(n, params)), key=lambda n: (n.level, n.path))
+
+
+def drift(state: TreeState, mapped: int) -> float:
+    """The share of the map placed or removed since the last full build (0 right after one)."""
+    moved = state.placed + state.removed
+    return round(min(1.0, moved / max(1, mapped + state.removed)), 4) if moved else 0.0
+
+
+def tree_freshness(kb: KnowledgeBase, collection: str, *, chunks: int, unmapped: int, orphans: int,
+                   nodes: Sequence[TreeNode], params: FreshnessParams = FRESHNESS) -> Freshness:
+    """State, stale categories, drift and what to run, for ``kt status`` and ``kt build``."""
+    if not chunks and not nodes:
+        return Freshness("empty", advice="no chunks yet: kt ingest PATH")
+    if not nodes:
+        return Freshness("unbuilt", advice=f"no tree yet for {chunks} chunks: kt build")
+    stale = sorted((n for n in nodes if is_stale(n, params)), key=lambda n: (n.level, n.path))
+    value = drift(kb.tree.tree_state(collection), chunks - unmapped)
+    advised = value >= params.rebuild_drift
+    parts: list[str] = []
+    if unmapped or orphans:
+        state = "unmapped"
+        what = [f"{unmapped} new or changed chunks not placed"] if unmapped else []
+        what += [f"{orphans} removed chunks still mapped"] if orphans else []
+        parts.append(", ".join(what) + ": kt build")
+    elif stale:
+        state = "stale"
+        parts.append(f"{len(stale)} categories changed since they were named (e.g. {stale[0].path!r}): kt build")
+    else:
+        state = "current"
+    if advised:
+        parts.append(f"{value:.0%} of the map was placed or removed since the last full build:"
+                     " kt build --rebuild would give a better map")
+    return Freshness(state, [n.path for n in stale], value, advised, "; ".join(parts))
 
 
 def apply_reply(kb: KnowledgeBase, collection: str, reply: TreeReply, hashes: dict[str, str], *,
@@ -63,31 +163,102 @@ def run_build(
         from .llm_builder import run_llm_build
 
         assert llm is not None
-        return run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                             progress=progress, message=message, use_cache=use_cache)
+        full = rebuild or not kb.tree.nodes(collection)
+        report = run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                               progress=progress, message=message, use_cache=use_cache)
+        if full and not dry_run and not report.unmapped:
+            kb.tree.mark_named(collection)  # the model named every category for the members it has now
+        elif not dry_run:
+            left = stale_nodes(kb, collection)
+            if left:  # re-describing them is the LLM builder's part (see stale_nodes)
+                report = report.model_copy(update={"notes": [*report.notes, (
+                    f"{len(left)} categories changed materially since they were named (e.g. {left[0].path!r})")]})
+        return report
     pending, orphans, hashes = pending_work(kb, collection)
     has_tree = bool(kb.tree.nodes(collection))
     full = rebuild or not has_tree
+    stale = [] if full else stale_nodes(kb, collection)
     notes: list[str] = []
     if dry_run:
-        notes.append(("full clustering of all" if full else "nearest-leaf assignment of")
-                     + f" {len(hashes) if full else len(pending)} chunks; no LLM calls")
+        if full:
+            notes.append(f"full clustering of all {len(hashes)} chunks; no LLM calls")
+        else:
+            notes.append(f"top-down placement of {len(pending)} chunks, {len(orphans)} removed;"
+                         f" {len(stale)} categories to rename; no LLM calls")
         return _report(kb, collection, "cluster", started, dry_run=True, notes=notes)
     if full:
         _cluster_all(kb, collection, hashes, progress, message)
+        kb.tree.mark_named(collection)
         notes.append(f"clustered {len(hashes)} chunks")
-    elif pending or orphans:
-        _assign_incremental(kb, collection, pending, orphans, hashes, progress)
-        notes.append(f"assigned {len(pending)} new or changed chunks to nearest leaves, removed {len(orphans)}")
+    elif pending or orphans or stale:
+        notes.extend(_extend(kb, collection, pending, orphans, hashes, progress, message))
     else:
         notes.append("tree is up to date")
     kb.tree.set_builder(collection, "cluster")
+    if not full:
+        notes.extend(_drift_note(kb, collection))
     return _report(kb, collection, "cluster", started, notes=notes)
+
+
+def _drift_note(kb: KnowledgeBase, collection: str) -> list[str]:
+    mapped = len(kb.tree.mapping_hashes(collection))
+    value = drift(kb.tree.tree_state(collection), mapped)
+    if value >= FRESHNESS.rebuild_drift:
+        return [f"drift {value:.2f}: {value:.0%} of the map was placed or removed since the last full build;"
+                " kt build --rebuild would give a better map"]
+    return []
 
 
 def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
                  progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> None:
-    from .cluster import ClusterItem, build_cluster_tree
+    from .cluster import build_cluster_tree
+
+    progress("loading", 0, len(hashes))
+    items, matrix = _load_items(kb, collection)
+    progress("loading", len(items), len(hashes))
+    if not items:
+        kb.tree.apply(collection, [], [], replace=True)
+        return
+    message(f"clustering {len(items)} chunks…")
+    reply = build_cluster_tree(items, matrix)
+    apply_reply(kb, collection, reply, hashes, replace=True)
+
+
+def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
+    """Fold every category left with one child (after removals) into that child's place.
+
+    A full build never makes a node with a single child; a removal can. The child's members move
+    up (a leaf child makes its parent the leaf; an inner child's children become the parent's), in
+    one tree write. The parent's membership is unchanged, so its name stays. Returns how many
+    nodes were folded away.
+    """
+    folded = 0
+    while True:
+        nodes = kb.tree.nodes(collection)
+        kids: dict[int | None, list[TreeNode]] = {}
+        for n in nodes:
+            kids.setdefault(n.parent_id, []).append(n)
+        lonely = [n for n in nodes if len(kids.get(n.id, [])) == 1]
+        if not lonely:
+            return folded
+        parent = min(lonely, key=lambda n: (n.level, n.path))
+        child = kids[parent.id][0]
+        hashes = kb.tree.mapping_hashes(collection)
+        moved = []
+        for m in kb.tree.mappings(collection, under=child.path):
+            rest = m.path[len(child.path):]
+            moved.append((m.model_copy(update={"path": parent.path + rest}), hashes.get(m.chunk_id, "")))
+        from ..models import Category
+
+        categories = [Category(path=parent.path + n.path[len(child.path):], description=n.description)
+                      for n in nodes if n.path.startswith(child.path + "/")]
+        kb.tree.apply(collection, categories, moved)
+        folded += 1
+
+
+def _load_items(kb: KnowledgeBase, collection: str) -> tuple[list[Any], np.ndarray]:
+    """Every chunk of the collection as a ``ClusterItem`` with its vector, ordered by chunk id."""
+    from .cluster import ClusterItem
 
     items: list[Any] = []
     blocks: list[np.ndarray] = []
@@ -96,48 +267,133 @@ def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
                                  file_name=c.file_name) for c in chunks)
         assert vectors is not None
         blocks.append(vectors)
-        progress("loading", len(items), len(hashes))
     if not items:
-        kb.tree.apply(collection, [], [], replace=True)
-        return
+        return [], np.zeros((0, 0), dtype=np.float32)
     order = sorted(range(len(items)), key=lambda i: items[i].chunk_id)
-    matrix = np.concatenate(blocks)[order]
-    items = [items[i] for i in order]
-    message(f"clustering {len(items)} chunks…")
-    reply = build_cluster_tree(items, matrix)
-    apply_reply(kb, collection, reply, hashes, replace=True)
+    return [items[i] for i in order], np.concatenate(blocks)[order]
 
 
-def _assign_incremental(kb: KnowledgeBase, collection: str, pending: list[str], orphans: list[str],
-                        hashes: dict[str, str], progress: Callable[[str, int, int], None]) -> None:
+def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leaves: Sequence[str],
+                   new_rows: Sequence[int]) -> list[str]:
+    """The leaf path for each row of ``new_rows``: nearest level-1 centroid, then the nearest of its
+    children, down to a leaf — the rule a top-down k-means split applies to a new point.
+
+    Args:
+        features: one unit row per chunk (the clustering space of a full build).
+        member_rows: rows of the chunks already in the tree; ``member_leaves`` their leaf paths.
+        new_rows: rows of the chunks to place.
+    """
+    sums: dict[str, np.ndarray] = {}
+    children: dict[str, set[str]] = {}
+    for row, leaf in zip(member_rows, member_leaves):
+        segments = leaf.split("/")
+        for depth in range(1, len(segments) + 1):
+            path = "/".join(segments[:depth])
+            parent = "/".join(segments[: depth - 1])
+            children.setdefault(parent, set()).add(path)
+            if path in sums:
+                sums[path] += features[row]
+            else:
+                sums[path] = features[row].astype(np.float64)
+    if not children.get(""):
+        from ..errors import BuildError
+
+        raise BuildError("no categories to place chunks in", hint="run kt build --rebuild")
+    ordered = {parent: sorted(kids) for parent, kids in children.items()}
+    centroids = {}
+    for parent, kids in ordered.items():
+        matrix = np.stack([sums[k] for k in kids])
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        centroids[parent] = (matrix / norms).astype(np.float32)
+    out = []
+    for row in new_rows:
+        node = ""
+        while node in ordered:
+            node = ordered[node][int(np.argmax(centroids[node] @ features[row]))]
+        out.append(node)
+    return out
+
+
+def _extend(kb: KnowledgeBase, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
+            progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
+    """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline)."""
     from ..models import Assignment
-    from .cluster import assign_to_leaves
+    from .cluster import cluster_features
     from .snippets import make_snippet
 
-    pending_set = set(pending)
-    leaves: dict[str, list[str]] = {}
-    for m in kb.tree.mappings(collection):
-        if m.chunk_id not in pending_set and m.chunk_id not in orphans:
-            leaves.setdefault(m.path, []).append(m.chunk_id)
-    assignments = []
+    notes = []
+    items, matrix = _load_items(kb, collection)
+    row_of = {item.chunk_id: i for i, item in enumerate(items)}
+    skip = set(pending) | set(orphans)
+    kept = [(row_of[m.chunk_id], m.path) for m in kb.tree.mappings(collection)
+            if m.chunk_id not in skip and m.chunk_id in row_of]
+    if pending and not kept:  # every old chunk changed or went: start over
+        _cluster_all(kb, collection, hashes, progress, message)
+        kb.tree.mark_named(collection)
+        return [f"clustered {len(hashes)} chunks (no chunk of the old tree was left)"]
+    features = cluster_features(items, matrix) if items else matrix
     if pending:
-        mapped_vectors = kb.vectors.vectors(collection, [i for ids in leaves.values() for i in ids])
-        centroids = {}
-        for path, ids in leaves.items():
-            rows = [mapped_vectors[i] for i in ids if i in mapped_vectors]
-            if rows:
-                centroid = np.mean(rows, axis=0)
-                centroids[path] = centroid / (np.linalg.norm(centroid) or 1.0)
-        if not centroids:  # every old chunk changed: start over
-            _cluster_all(kb, collection, hashes, progress, lambda _: None)
-            return
-        chunks = kb.vectors.get(collection, pending)
-        vectors = kb.vectors.vectors(collection, pending)
-        matrix = np.stack([vectors[c.chunk_id] for c in chunks])
-        paths = assign_to_leaves(matrix, centroids)
-        assignments = [Assignment(chunk_id=c.chunk_id, path=p, snippet=make_snippet(c.text, c.title))
-                       for c, p in zip(chunks, paths)]
-    apply_reply(kb, collection, TreeReply(categories=[], assignments=assignments), hashes, remove=orphans)
+        message(f"placing {len(pending)} chunks…")
+        rows = [row_of[i] for i in pending if i in row_of]
+        paths = place_top_down(features, [r for r, _ in kept], [p for _, p in kept], rows)
+        assignments = [Assignment(chunk_id=items[r].chunk_id, path=p,
+                                  snippet=make_snippet(items[r].text, items[r].title)) for r, p in zip(rows, paths)]
+        apply_reply(kb, collection, TreeReply(categories=[], assignments=assignments), hashes, remove=orphans)
+        notes.append(f"placed {len(assignments)} new or changed chunks top-down, removed {len(orphans)}")
+    elif orphans:
+        kb.tree.apply(collection, [], [], remove=orphans)
+        notes.append(f"removed {len(orphans)} chunks")
+    if orphans:
+        collapse_single_children(kb, collection)
+    notes.extend(refresh_offline(kb, collection, items, matrix))
+    return notes
+
+
+def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | None = None,
+                    vectors: np.ndarray | None = None, params: FreshnessParams = FRESHNESS) -> list[str]:
+    """Rename and re-describe stale nodes from their members, and re-describe every other node whose
+    members changed, with the names a full build would give the same tree shape. Returns notes.
+
+    A new name that a sibling already has (or gets) is not taken; the node keeps its name and gets
+    the new description. Stale nodes are then recorded as named for their current members.
+    """
+    from .cluster import name_tree
+
+    nodes = kb.tree.nodes(collection)
+    touched = [n for n in nodes if n.churn > 0]
+    if not touched:
+        return []
+    if items is None or vectors is None:
+        items, vectors = _load_items(kb, collection)
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+    rows = [i for i, item in enumerate(items) if item.chunk_id in leaf_of]
+    if not rows:
+        return []
+    names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows])
+    stale = {n.path for n in touched if is_stale(n, params)}
+    siblings: dict[int | None, set[str]] = {}
+    for n in nodes:
+        siblings.setdefault(n.parent_id, set()).add(n.name)
+    changes: dict[str, tuple[str | None, str | None]] = {}
+    renamed = []
+    for n in sorted(touched, key=lambda n: (n.level, n.path)):
+        if n.path not in names:
+            continue
+        name, description = names[n.path]
+        new_name = None
+        if n.path in stale and name and name != n.name and "/" not in name and name not in siblings[n.parent_id]:
+            siblings[n.parent_id].discard(n.name)
+            siblings[n.parent_id].add(name)
+            new_name = name
+            renamed.append(f"{n.name!r} → {name!r}")
+        if new_name is not None or description != n.description:
+            changes[n.path] = (new_name, description)
+    kb.tree.rename_nodes(collection, changes, named=sorted(stale))
+    notes = [f"refreshed {len(stale)} changed categories"
+             + (f", renamed {len(renamed)}: " + "; ".join(renamed[:5]) + (" …" if len(renamed) > 5 else "")
+                if renamed else " (names still fit)")] if stale else []
+    return notes
 
 
 def _report(kb: KnowledgeBase, collection: str, builder: str, started: float, *, dry_run: bool = False,

@@ -89,10 +89,12 @@ app.add_typer(session_app, name="session")
 
 @app.command()
 def ingest(
-    paths: Annotated[list[str], typer.Argument(help="Files, directories or - (JSONL on stdin).")],
+    paths: Annotated[list[str] | None, typer.Argument(help="Files, directories or - (JSONL on stdin); none with --source re-scans that source.", show_default=False)] = None,
     embedder: Annotated[str | None, typer.Option(help="Embedder: local (default), openai:MODEL, hash.")] = None,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Ingest valid rows; list and count bad ones.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Delete chunks of re-ingested files that disappeared.")] = False,
+    source: Annotated[str | None, typer.Option("--source", help="Source name for PATH (default: its folder's name); alone, re-scan that registered source.", show_default=False)] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Let this input take over a source name or chunk ids another source holds.")] = False,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -101,8 +103,8 @@ def ingest(
     with handled(as_json):
         kb = open_kb(store, collection, embedder=embedder)
         with StderrProgress() as bar:
-            report = kb.ingest(paths, embedder=embedder, skip_invalid=skip_invalid, prune=prune, stdin=sys.stdin,
-                               progress=bar.update, message=bar.message)
+            report = kb.ingest(paths or [], embedder=embedder, skip_invalid=skip_invalid, prune=prune, stdin=sys.stdin,
+                               source=source, replace=replace, progress=bar.update, message=bar.message)
     if as_json:
         return emit_json(report)
     out = console()
@@ -296,12 +298,13 @@ def session_reset(name: Annotated[str | None, typer.Argument(help="Session name 
 
 def _register_extensions() -> None:
     """Commands that live in their own modules (agents, integrations, benchmarks, scale-out)."""
-    from . import agents, bench, export, scale
+    from . import agents, bench, export, scale, sources
 
     agents.register(app)
     export.register(app)
     bench.register(app)
     scale.register(app)
+    sources.register(app)
 
 
 _register_extensions()

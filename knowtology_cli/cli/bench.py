@@ -102,12 +102,23 @@ def tree(
     labels: Annotated[Path | None, typer.Option("--labels", help="TSV with doc_id, codes, l1, l2, l3 (default: DATA_DIR/labels.tsv where it exists).")] = None,
     embedder: EmbedderOpt = "local",
     llm: Annotated[str | None, typer.Option("--llm", help="Also judge the LLM builder with PROVIDER:MODEL.")] = None,
+    incremental: Annotated[bool, typer.Option("--incremental", help="Instead: incremental placement (build on part, add --added, kt build) vs a full rebuild.")] = False,
+    added: Annotated[float, typer.Option("--added", help="With --incremental: share of the documents added after the first build.")] = 0.2,
+    seed: Annotated[int, typer.Option("--seed", help="With --incremental: which documents are added.")] = 0,
     out: OutOpt = DEFAULT_OUT,
     as_json: JsonOpt = False,
 ) -> None:
-    """Name routing accuracy and balance per level of built trees, and AMI/NMI against a gold taxonomy."""
-    from knowtology_cli.bench.tree import run_trees, trees_markdown
+    """Name routing accuracy and balance per level of built trees, and AMI/NMI against a gold taxonomy.
 
+    With --incremental: placement of added documents by an incremental build vs a full rebuild.
+    """
+    from knowtology_cli.bench.tree import incremental_markdown, run_incremental, run_trees, trees_markdown
+
+    if incremental:
+        with handled(as_json):
+            result = run_incremental((data_dirs or ["cacm"])[0], labels=labels, embedder=embedder, added=added,
+                                     seed=seed, message=_say)
+        return _finish("tree-incremental", result, out, as_json, incremental_markdown(result))
     with handled(as_json):
         result = run_trees(data_dirs or ["cacm"], labels=labels, embedder=embedder, llm=llm, out_dir=out, message=_say)
     _finish("tree", result, out, as_json, trees_markdown(result))

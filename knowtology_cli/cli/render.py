@@ -223,8 +223,11 @@ def print_status(report: StatusReport) -> None:
         table.add_column(col)
     for c in report.collections:
         table.add_row(c.name, str(c.chunks), str(c.mapped), str(c.unmapped), str(c.nodes), c.embedder or "-",
-                      c.builder or "-", "stale: run kt build" if c.stale else "up to date")
+                      c.builder or "-", c.state or ("stale" if c.stale else "current"))
     out.print(table)
+    for c in report.collections:
+        if c.advice:
+            out.print(f"{c.name}: {c.advice}", markup=False)
 
 
 def print_sessions(payload: dict) -> None:

@@ -2,8 +2,12 @@
 
 Every tool answers with the compact agent text. Read history is kept per MCP connection (each
 connection gets its own generated session) unless a named session is configured, in which case
-all connections share it. Library errors come back as MCP error results (``is_error``), so a bad
-path or id never ends the server.
+all connections share it. Over stdio a process serves exactly one client, so ``kt mcp`` keeps one
+session for the life of the process: that holds for the handshake-era session
+(``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
+2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
+state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
+bad path or id never ends the server.
 """
 
 from __future__ import annotations
@@ -95,8 +99,12 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
 
 
 def run_stdio(tools: KnowledgeMapTools, *, session: str | None = None) -> None:
-    """Serve the tools over stdio until the client disconnects."""
-    create_mcp_server(tools, session=session).run("stdio")
+    """Serve the tools over stdio until the client disconnects.
+
+    The process's one client keeps one read history: ``session`` when named, else a generated
+    ``mcp-XXXXXXXX`` (in memory when the tools hold no session store).
+    """
+    create_mcp_server(tools, session=session or _new_name()).run("stdio")
 
 
 def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: ConnectionSessions) -> Any:

@@ -27,6 +27,40 @@ class CollectionInfo:
 
 
 @dataclass(frozen=True)
+class SourceRecord:
+    """A registered source of a collection: its name, resolved root and what is stored from it.
+
+    ``kind`` is ``dir`` (the root folder was ingested whole), ``files`` (single files under it) or
+    ``stdin``; ``last_ingest`` is a Unix time.
+    """
+
+    name: str
+    root: str
+    kind: str
+    files: int = 0
+    chunks: int = 0
+    created_at: float = 0.0
+    last_ingest: float = 0.0
+
+
+@dataclass(frozen=True)
+class TreeState:
+    """How much of a collection's tree was placed since its last full build (the drift measure).
+
+    ``built`` chunks were clustered (or named) by the last full build; ``placed`` chunks were
+    placed incrementally since (new, changed or moved), ``removed`` mapped chunks were removed.
+    """
+
+    built: int = 0
+    placed: int = 0
+    removed: int = 0
+
+
+#: ``pending_removals`` row meaning "the whole vector table of this collection".
+WHOLE_COLLECTION = ""
+
+
+@dataclass(frozen=True)
 class ScoredId:
     """A chunk id with a retrieval score (higher is better)."""
 
@@ -47,6 +81,63 @@ def subtree_counts(
             current = nodes[current][0]
     empty = sorted((i for i, c in counts.items() if c == 0), key=lambda i: -nodes[i][1].count("/"))
     return counts, empty
+
+
+def churn_by_node(
+    parents: dict[int, int | None],
+    before: dict[str, tuple[int, str]],
+    after: Sequence[tuple[str, int, str]],
+    removed: Iterable[str],
+) -> dict[int, int]:
+    """Membership changes per node for one tree write, counted up the parent chain.
+
+    ``before`` is ``chunk_id -> (leaf id, content hash)`` of the mappings the write touches,
+    ``after`` the new ``(chunk_id, leaf id, content hash)`` rows, ``removed`` the ids it unmaps;
+    ``parents`` is ``node id -> parent id``. A new chunk counts once for each node on its leaf's
+    chain, a moved one for the nodes it left or joined (not the ancestors both leaves share), a
+    changed one where it stays, a removed one where it was.
+    """
+    touched: dict[int, int] = {}
+
+    def chain(node: int) -> list[int]:
+        out: list[int] = []
+        current: int | None = node
+        while current is not None and current in parents:
+            out.append(current)
+            current = parents[current]
+        return out
+
+    def bump(nodes: Iterable[int]) -> None:
+        for n in nodes:
+            touched[n] = touched.get(n, 0) + 1
+
+    for chunk_id, node, content_hash in after:
+        old = before.get(chunk_id)
+        if old is None or (old[0] == node and old[1] != content_hash):
+            bump(chain(node))
+        elif old[0] != node:
+            left, joined = chain(old[0]), chain(node)
+            bump(set(left).symmetric_difference(joined))
+    for chunk_id in removed:
+        if chunk_id in before:
+            bump(chain(before[chunk_id][0]))
+    return touched
+
+
+def renamed_paths(paths: dict[int, str], parents: dict[int, int | None], names: dict[int, str]) -> dict[int, str]:
+    """Every node's path after renaming the nodes in ``names`` (``node id -> new name``)."""
+    out: dict[int, str] = {}
+
+    def path_of(node: int) -> str:
+        if node not in out:
+            own = names.get(node, paths[node].rsplit("/", 1)[-1])
+            parent = parents.get(node)
+            out[node] = own if parent is None or parent not in paths else f"{path_of(parent)}/{own}"
+        return out[node]
+
+    for node in paths:
+        path_of(node)
+    return out
 
 
 def ensure_path(
@@ -213,8 +304,57 @@ class TreeStore(ABC):
         """Record which builder made the collection's tree."""
 
     @abstractmethod
-    def drop_collection(self, name: str) -> None:
-        """Forget a collection's record, tree and mappings."""
+    def drop_collection(self, name: str, *, pending: bool = False) -> None:
+        """Forget a collection's record, tree, mappings and sources; with ``pending``, record in the
+        same transaction that its vector table still has to be removed (see :meth:`pending_removals`)."""
+
+    # sources -----------------------------------------------------------------------------
+    @abstractmethod
+    def sources(self, collection: str) -> list[SourceRecord]:
+        """The collection's registered sources with their file and chunk counts, by name."""
+
+    @abstractmethod
+    def chunk_owners(self, collection: str, chunk_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+        """``chunk_id -> (source name, path inside the source)`` of the given (or all) owned chunks."""
+
+    @abstractmethod
+    def record_sources(
+        self, collection: str, sources: Sequence[tuple[str, str, str]], owners: dict[str, tuple[str, str]]
+    ) -> None:
+        """In one transaction: register or update ``(name, root, kind)`` sources (a new root for a
+        known name re-points it) and record the owner of each chunk id."""
+
+    @abstractmethod
+    def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
+        """In one transaction: unmap the chunks (counts up the tree updated, empty nodes dropped),
+        forget their owners and the named sources, and record them as pending removal from the
+        vector table (see :meth:`pending_removals`)."""
+
+    @abstractmethod
+    def pending_removals(self) -> dict[str, list[str]]:
+        """``collection -> chunk ids`` the tree has let go of but the vector table may still hold
+        (``WHOLE_COLLECTION`` for a dropped collection's table)."""
+
+    @abstractmethod
+    def clear_pending(self, collection: str, chunk_ids: Sequence[str] | None = None) -> None:
+        """Forget pending removals once the vector table no longer holds them (all when None)."""
+
+    # tree freshness ----------------------------------------------------------------------
+    @abstractmethod
+    def tree_state(self, collection: str) -> TreeState:
+        """Chunks built, placed and removed since the last full build."""
+
+    @abstractmethod
+    def mark_named(self, collection: str, paths: Sequence[str] | None = None) -> None:
+        """Record that the nodes at ``paths`` (every node, and a full build, when None) were named
+        for their current members."""
+
+    @abstractmethod
+    def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
+                     named: Sequence[str] = ()) -> None:
+        """In one transaction: set a new name and/or description (None keeps it) of nodes by path
+        (descendants' paths follow a new name), and record the nodes at ``named`` (paths before the
+        renaming) as named for their current members."""
 
     def set_chunk_count(self, name: str, chunks: int) -> None:
         """Record how many chunks the collection's vector table holds (read by ``browse`` to say what
@@ -252,10 +392,13 @@ class TreeStore(ABC):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         """In one transaction: (optionally wipe the tree), add ``categories`` (all prefixes are
         created), upsert mappings given as ``(mapping with path set, content_hash)``, remove
-        mappings of ``remove`` ids, drop empty categories and recount."""
+        mappings of ``remove`` ids, drop empty categories and recount. With ``track`` (the default)
+        the write counts as membership change (churn per node, chunks placed or removed since the
+        last full build); a rewrite that only refreshes metadata passes ``track=False``."""
 
     # llm log -----------------------------------------------------------------------------
     @abstractmethod

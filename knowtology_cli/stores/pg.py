@@ -20,7 +20,19 @@ from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
 from knowtology_cli.provenance import provenance, provenance_json
 
-from .base import CollectionInfo, ScoredId, TreeStore, ensure_path, log_row, subtree_counts
+from .base import (
+    WHOLE_COLLECTION,
+    CollectionInfo,
+    ScoredId,
+    SourceRecord,
+    TreeState,
+    TreeStore,
+    churn_by_node,
+    ensure_path,
+    log_row,
+    renamed_paths,
+    subtree_counts,
+)
 from .sqlite import split_path
 
 #: Arbitrary constant for ``pg_advisory_xact_lock`` while migrating ("KT" + 7).
@@ -111,6 +123,38 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE kt_collections ADD COLUMN IF NOT EXISTS chunks INTEGER;
     """,
+    # 5: sources, pending vector removals, naming state of nodes (as SQLite migration 4)
+    """
+    CREATE TABLE kt_sources (
+        collection TEXT NOT NULL,
+        name TEXT NOT NULL,
+        root TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        last_ingest DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (collection, name)
+    );
+    CREATE TABLE kt_source_chunks (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        PRIMARY KEY (collection, chunk_id)
+    );
+    CREATE INDEX ix_kt_source_chunks_source ON kt_source_chunks (collection, source, origin);
+    CREATE TABLE kt_pending_removals (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        PRIMARY KEY (collection, chunk_id)
+    );
+    ALTER TABLE kt_tree_nodes ADD COLUMN named_count INTEGER;
+    ALTER TABLE kt_tree_nodes ADD COLUMN churn INTEGER NOT NULL DEFAULT 0;
+    UPDATE kt_tree_nodes SET named_count = chunk_count;
+    ALTER TABLE kt_collections ADD COLUMN built_chunks INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE kt_collections ADD COLUMN placed_since INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE kt_collections ADD COLUMN removed_since INTEGER NOT NULL DEFAULT 0;
+    UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m WHERE m.collection = c.name);
+    """,
 ]
 
 
@@ -198,7 +242,7 @@ def _redact(dsn: str) -> str:
 def _node(row: dict[str, Any]) -> TreeNode:
     return TreeNode(id=row["id"], collection=row["collection"], parent_id=row["parent_id"], name=row["name"],
                     description=row["description"], level=row["level"], path=row["path"],
-                    chunk_count=row["chunk_count"])
+                    chunk_count=row["chunk_count"], named_count=row.get("named_count"), churn=row.get("churn") or 0)
 
 
 def _mapping(row: dict[str, Any]) -> ChunkMapping:
@@ -261,11 +305,132 @@ class PostgresTreeStore(TreeStore):
             conn.execute("UPDATE kt_collections SET builder = %s, updated_at = %s WHERE name = %s",
                          (builder, time.time(), name))
 
-    def drop_collection(self, name: str) -> None:
+    def drop_collection(self, name: str, *, pending: bool = False) -> None:
         with self.db.tx() as conn:
-            conn.execute("DELETE FROM kt_chunk_mappings WHERE collection = %s", (name,))
-            conn.execute("DELETE FROM kt_tree_nodes WHERE collection = %s", (name,))
+            for table in ("kt_chunk_mappings", "kt_tree_nodes", "kt_source_chunks", "kt_sources",
+                          "kt_pending_removals"):
+                conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))
             conn.execute("DELETE FROM kt_collections WHERE name = %s", (name,))
+            if pending:
+                conn.execute("INSERT INTO kt_pending_removals (collection, chunk_id) VALUES (%s, %s)",
+                             (name, WHOLE_COLLECTION))
+
+    # sources ------------------------------------------------------------------------------
+    def sources(self, collection: str) -> list[SourceRecord]:
+        rows = self.db.query(
+            "SELECT s.name, s.root, s.kind, s.created_at, s.last_ingest, COUNT(c.chunk_id) AS chunks,"
+            " COUNT(DISTINCT c.origin) AS files FROM kt_sources s LEFT JOIN kt_source_chunks c"
+            " ON c.collection = s.collection AND c.source = s.name WHERE s.collection = %s"
+            " GROUP BY s.name, s.root, s.kind, s.created_at, s.last_ingest ORDER BY s.name COLLATE \"C\"",
+            (collection,),
+        )
+        return [SourceRecord(name=r["name"], root=r["root"], kind=r["kind"], files=int(r["files"]),
+                             chunks=int(r["chunks"]), created_at=r["created_at"], last_ingest=r["last_ingest"])
+                for r in rows]
+
+    def chunk_owners(self, collection: str, chunk_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+        sql, params = "SELECT chunk_id, source, origin FROM kt_source_chunks WHERE collection = %s", [collection]
+        if chunk_ids is not None:
+            sql, params = sql + " AND chunk_id = ANY(%s)", [collection, list(dict.fromkeys(chunk_ids))]
+        return {r["chunk_id"]: (r["source"], r["origin"]) for r in self.db.query(sql, params)}
+
+    def record_sources(
+        self, collection: str, sources: Sequence[tuple[str, str, str]], owners: dict[str, tuple[str, str]]
+    ) -> None:
+        now = time.time()
+        with self.db.tx() as conn:
+            for name, root, kind in sources:
+                conn.execute(
+                    "INSERT INTO kt_sources (collection, name, root, kind, created_at, last_ingest)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (collection, name) DO UPDATE SET"
+                    " root = EXCLUDED.root, kind = EXCLUDED.kind, last_ingest = EXCLUDED.last_ingest",
+                    (collection, name, root, kind, now, now),
+                )
+            if owners:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO kt_source_chunks (collection, chunk_id, source, origin) VALUES (%s, %s, %s, %s)"
+                        " ON CONFLICT (collection, chunk_id) DO UPDATE SET source = EXCLUDED.source,"
+                        " origin = EXCLUDED.origin",
+                        [(collection, i, src, origin) for i, (src, origin) in owners.items()],
+                    )
+
+    def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
+        ids = list(dict.fromkeys(chunk_ids))
+        with self.db.tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, collection))
+            before = _mapped(conn, collection, ids)
+            conn.execute("DELETE FROM kt_chunk_mappings WHERE collection = %s AND chunk_id = ANY(%s)", (collection, ids))
+            conn.execute("DELETE FROM kt_source_chunks WHERE collection = %s AND chunk_id = ANY(%s)", (collection, ids))
+            if ids:
+                conn.execute("INSERT INTO kt_pending_removals (collection, chunk_id) SELECT %s, unnest(%s::text[])"
+                             " ON CONFLICT DO NOTHING", (collection, ids))
+            for name in forget_sources:
+                conn.execute("DELETE FROM kt_source_chunks WHERE collection = %s AND source = %s", (collection, name))
+                conn.execute("DELETE FROM kt_sources WHERE collection = %s AND name = %s", (collection, name))
+            _track(conn, collection, before, [], ids)
+            _recount(conn, collection)
+
+    def pending_removals(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self.db.query("SELECT collection, chunk_id FROM kt_pending_removals ORDER BY collection, chunk_id"):
+            out.setdefault(r["collection"], []).append(r["chunk_id"])
+        return out
+
+    def clear_pending(self, collection: str, chunk_ids: Sequence[str] | None = None) -> None:
+        with self.db.tx() as conn:
+            if chunk_ids is None:
+                conn.execute("DELETE FROM kt_pending_removals WHERE collection = %s", (collection,))
+            else:
+                conn.execute("DELETE FROM kt_pending_removals WHERE collection = %s AND chunk_id = ANY(%s)",
+                             (collection, list(chunk_ids)))
+
+    # tree freshness -----------------------------------------------------------------------
+    def tree_state(self, collection: str) -> TreeState:
+        rows = self.db.query("SELECT built_chunks, placed_since, removed_since FROM kt_collections WHERE name = %s",
+                             (collection,))
+        if not rows:
+            return TreeState()
+        return TreeState(rows[0]["built_chunks"], rows[0]["placed_since"], rows[0]["removed_since"])
+
+    def mark_named(self, collection: str, paths: Sequence[str] | None = None) -> None:
+        with self.db.tx() as conn:
+            if paths is None:
+                conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = %s",
+                             (collection,))
+                conn.execute("UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m"
+                             " WHERE m.collection = c.name), placed_since = 0, removed_since = 0 WHERE name = %s",
+                             (collection,))
+                return
+            conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = %s"
+                         " AND path = ANY(%s)", (collection, ["/".join(split_path(p)) for p in paths]))
+
+    def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
+                     named: Sequence[str] = ()) -> None:
+        if not changes and not named:
+            return
+        with self.db.tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, collection))
+            if named:
+                conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = %s"
+                             " AND path = ANY(%s)", (collection, ["/".join(split_path(p)) for p in named]))
+            rows = conn.execute("SELECT id, parent_id, path FROM kt_tree_nodes WHERE collection = %s",
+                                (collection,)).fetchall()
+            paths = {r["id"]: r["path"] for r in rows}
+            parents = {r["id"]: r["parent_id"] for r in rows}
+            by_path = {p: i for i, p in paths.items()}
+            for p, (_, description) in changes.items():
+                if p in by_path and description is not None:
+                    conn.execute("UPDATE kt_tree_nodes SET description = %s WHERE id = %s", (description, by_path[p]))
+            names = {by_path[p]: n for p, (n, _) in changes.items() if p in by_path and n}
+            if not names:
+                return
+            new = renamed_paths(paths, parents, names)
+            moved = [i for i in paths if new[i] != paths[i]]
+            with conn.cursor() as cur:  # two steps, so a swap of sibling names never meets the unique index
+                cur.executemany("UPDATE kt_tree_nodes SET path = %s WHERE id = %s", [(f"/renaming/{i}", i) for i in moved])
+                cur.executemany("UPDATE kt_tree_nodes SET path = %s, name = %s WHERE id = %s",
+                                [(new[i], new[i].rsplit("/", 1)[-1], i) for i in moved])
 
     # tree ---------------------------------------------------------------------------------
     def get_node(self, collection: str, path: str) -> TreeNode | None:
@@ -319,6 +484,7 @@ class PostgresTreeStore(TreeStore):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         with self.db.tx() as conn:
             # one writer per collection at a time; readers are never blocked
@@ -348,6 +514,7 @@ class PostgresTreeStore(TreeStore):
             for category in categories:
                 if split_path(category.path):
                     ensure(category.path, category.description)
+            before = {} if replace else _mapped(conn, collection, [*remove, *(m.chunk_id for m, _ in mappings)])
             if remove:
                 conn.execute("DELETE FROM kt_chunk_mappings WHERE collection = %s AND chunk_id = ANY(%s)",
                              (collection, list(remove)))
@@ -367,7 +534,15 @@ class PostgresTreeStore(TreeStore):
                         " provenance = EXCLUDED.provenance",
                         rows,
                     )
+            if track and not replace:
+                _track(conn, collection, before, [(r[1], r[2], r[7]) for r in rows], remove)
             _recount(conn, collection)
+            conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0"
+                         " WHERE collection = %s AND named_count IS NULL", (collection,))
+            if replace:
+                conn.execute("UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m"
+                             " WHERE m.collection = c.name), placed_since = 0, removed_since = 0 WHERE name = %s",
+                             (collection,))
 
     # llm log ------------------------------------------------------------------------------
     def log_call(self, entry: dict[str, Any]) -> None:
@@ -407,6 +582,28 @@ class PostgresTreeStore(TreeStore):
         if build_id:
             sql, params = sql + " AND build_id = %s", [*params, build_id]
         return [{k: v for k, v in r.items() if k != "response"} for r in self.db.query(sql + " ORDER BY id", params)]
+
+
+def _mapped(conn: Any, collection: str, chunk_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """``chunk_id -> (leaf id, content hash)`` of the given ids that are mapped."""
+    rows = conn.execute("SELECT chunk_id, tree_node_id, content_hash FROM kt_chunk_mappings WHERE collection = %s"
+                        " AND chunk_id = ANY(%s)", (collection, list(dict.fromkeys(chunk_ids)))).fetchall()
+    return {r["chunk_id"]: (r["tree_node_id"], r["content_hash"]) for r in rows}
+
+
+def _track(conn: Any, collection: str, before: dict[str, tuple[int, str]], after: Sequence[tuple[str, int, str]],
+           removed: Sequence[str]) -> None:
+    """Churn per node and chunks placed / removed since the last full build (as the SQLite store does)."""
+    parents = {r["id"]: r["parent_id"] for r in conn.execute(
+        "SELECT id, parent_id FROM kt_tree_nodes WHERE collection = %s", (collection,))}
+    churn = churn_by_node(parents, before, after, removed)
+    if churn:
+        conn.execute("UPDATE kt_tree_nodes t SET churn = t.churn + v.n FROM unnest(%s::bigint[], %s::int[]) AS v(i, n)"
+                     " WHERE t.id = v.i", (list(churn), list(churn.values())))
+    placed = sum(1 for chunk_id, _, h in after if chunk_id not in before or before[chunk_id][1] != h)
+    gone = sum(1 for chunk_id in set(removed) if chunk_id in before)
+    conn.execute("UPDATE kt_collections SET placed_since = placed_since + %s, removed_since = removed_since + %s"
+                 " WHERE name = %s", (placed, gone, collection))
 
 
 def _recount(conn: Any, collection: str) -> None:
@@ -528,6 +725,15 @@ class PostgresSessionStore:
                 cur = conn.execute("DELETE FROM kt_session_reads WHERE session = %s AND collection = %s",
                                    (name, collection))
             return cur.rowcount > 0
+
+    def forget_chunks(self, collection: str, chunk_ids: Iterable[str] | None = None) -> None:
+        """Take removed chunks (every chunk of ``collection`` when None) out of every session's history."""
+        with self.db.tx() as conn:
+            if chunk_ids is None:
+                conn.execute("DELETE FROM kt_session_reads WHERE collection = %s", (collection,))
+            else:
+                conn.execute("DELETE FROM kt_session_reads WHERE collection = %s AND chunk_id = ANY(%s)",
+                             (collection, list(chunk_ids)))
 
     def names(self) -> list[str]:
         return [r["session"] for r in self.db.query("SELECT DISTINCT session FROM kt_session_reads ORDER BY session")]

@@ -16,7 +16,18 @@ from typing import Any
 from ..errors import StoreError
 from ..models import Category, ChunkMapping, TreeNode
 from ..provenance import provenance, provenance_json
-from .base import CollectionInfo, TreeStore, ensure_path, log_row, subtree_counts
+from .base import (
+    WHOLE_COLLECTION,
+    CollectionInfo,
+    SourceRecord,
+    TreeState,
+    TreeStore,
+    churn_by_node,
+    ensure_path,
+    log_row,
+    renamed_paths,
+    subtree_counts,
+)
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -81,6 +92,39 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE collections ADD COLUMN chunks INTEGER;
     """,
+    # 4: sources (a document's identity is its source + path), pending vector removals, and what
+    #    the tree looked like when each node was last named (incremental builds refresh names)
+    """
+    CREATE TABLE sources (
+        collection TEXT NOT NULL,
+        name TEXT NOT NULL,
+        root TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_ingest REAL NOT NULL,
+        PRIMARY KEY (collection, name)
+    );
+    CREATE TABLE source_chunks (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        PRIMARY KEY (collection, chunk_id)
+    );
+    CREATE INDEX ix_source_chunks_source ON source_chunks (collection, source, origin);
+    CREATE TABLE pending_removals (
+        collection TEXT NOT NULL,
+        chunk_id TEXT NOT NULL,
+        PRIMARY KEY (collection, chunk_id)
+    );
+    ALTER TABLE tree_nodes ADD COLUMN named_count INTEGER;
+    ALTER TABLE tree_nodes ADD COLUMN churn INTEGER NOT NULL DEFAULT 0;
+    UPDATE tree_nodes SET named_count = chunk_count;
+    ALTER TABLE collections ADD COLUMN built_chunks INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE collections ADD COLUMN placed_since INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE collections ADD COLUMN removed_since INTEGER NOT NULL DEFAULT 0;
+    UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m WHERE m.collection = collections.name)
+    """,
 ]
 
 
@@ -96,6 +140,8 @@ def _node(row: sqlite3.Row) -> TreeNode:
         level=row["level"],
         path=row["path"],
         chunk_count=row["chunk_count"],
+        named_count=row["named_count"],
+        churn=row["churn"],
     )
 
 
@@ -221,11 +267,147 @@ class SQLiteTreeStore(TreeStore):
         with self._transaction() as conn:
             conn.execute("UPDATE collections SET chunks = ? WHERE name = ?", (chunks, name))
 
-    def drop_collection(self, name: str) -> None:
+    def drop_collection(self, name: str, *, pending: bool = False) -> None:
         with self._transaction() as conn:
             conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (name,))
             conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM source_chunks WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM sources WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM pending_removals WHERE collection = ?", (name,))
             conn.execute("DELETE FROM collections WHERE name = ?", (name,))
+            if pending:
+                conn.execute("INSERT INTO pending_removals (collection, chunk_id) VALUES (?, ?)",
+                             (name, WHOLE_COLLECTION))
+
+    # sources ------------------------------------------------------------------------------
+    def sources(self, collection: str) -> list[SourceRecord]:
+        if not self._ready():
+            return []
+        rows = self.conn.execute(
+            "SELECT s.*, COUNT(c.chunk_id) AS chunks, COUNT(DISTINCT c.origin) AS files FROM sources s"
+            " LEFT JOIN source_chunks c ON c.collection = s.collection AND c.source = s.name"
+            " WHERE s.collection = ? GROUP BY s.name ORDER BY s.name",
+            (collection,),
+        )
+        return [SourceRecord(name=r["name"], root=r["root"], kind=r["kind"], files=r["files"], chunks=r["chunks"],
+                             created_at=r["created_at"], last_ingest=r["last_ingest"]) for r in rows]
+
+    def chunk_owners(self, collection: str, chunk_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+        if not self._ready():
+            return {}
+        sql = "SELECT chunk_id, source, origin FROM source_chunks WHERE collection = ?"
+        if chunk_ids is None:
+            return {r[0]: (r[1], r[2]) for r in self.conn.execute(sql, (collection,))}
+        ids, out = list(dict.fromkeys(chunk_ids)), {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for r in self.conn.execute(sql + f" AND chunk_id IN ({','.join('?' * len(part))})", [collection, *part]):
+                out[r[0]] = (r[1], r[2])
+        return out
+
+    def record_sources(
+        self, collection: str, sources: Sequence[tuple[str, str, str]], owners: dict[str, tuple[str, str]]
+    ) -> None:
+        now = time.time()
+        with self._transaction() as conn:
+            for name, root, kind in sources:
+                conn.execute(
+                    "INSERT INTO sources (collection, name, root, kind, created_at, last_ingest)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, name) DO UPDATE SET root = excluded.root,"
+                    " kind = excluded.kind, last_ingest = excluded.last_ingest",
+                    (collection, name, root, kind, now, now),
+                )
+            conn.executemany(
+                "INSERT OR REPLACE INTO source_chunks (collection, chunk_id, source, origin) VALUES (?, ?, ?, ?)",
+                [(collection, chunk_id, source, origin) for chunk_id, (source, origin) in owners.items()],
+            )
+
+    def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
+        ids = list(dict.fromkeys(chunk_ids))
+        with self._transaction() as conn:
+            before = self._mapped(conn, collection, ids)
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                marks = ",".join("?" * len(part))
+                conn.execute(f"DELETE FROM chunk_mappings WHERE collection = ? AND chunk_id IN ({marks})",
+                             [collection, *part])
+                conn.execute(f"DELETE FROM source_chunks WHERE collection = ? AND chunk_id IN ({marks})",
+                             [collection, *part])
+            conn.executemany("INSERT OR IGNORE INTO pending_removals (collection, chunk_id) VALUES (?, ?)",
+                             [(collection, i) for i in ids])
+            for name in forget_sources:
+                conn.execute("DELETE FROM source_chunks WHERE collection = ? AND source = ?", (collection, name))
+                conn.execute("DELETE FROM sources WHERE collection = ? AND name = ?", (collection, name))
+            self._track(conn, collection, before, [], ids)
+            _recount(conn, collection)
+
+    def pending_removals(self) -> dict[str, list[str]]:
+        if not self._ready():
+            return {}
+        out: dict[str, list[str]] = {}
+        for r in self.conn.execute("SELECT collection, chunk_id FROM pending_removals ORDER BY collection, chunk_id"):
+            out.setdefault(r[0], []).append(r[1])
+        return out
+
+    def clear_pending(self, collection: str, chunk_ids: Sequence[str] | None = None) -> None:
+        with self._transaction() as conn:
+            if chunk_ids is None:
+                conn.execute("DELETE FROM pending_removals WHERE collection = ?", (collection,))
+                return
+            conn.executemany("DELETE FROM pending_removals WHERE collection = ? AND chunk_id = ?",
+                             [(collection, i) for i in chunk_ids])
+
+    # tree freshness -----------------------------------------------------------------------
+    def tree_state(self, collection: str) -> TreeState:
+        if not self._ready():
+            return TreeState()
+        row = self.conn.execute(
+            "SELECT built_chunks, placed_since, removed_since FROM collections WHERE name = ?", (collection,)
+        ).fetchone()
+        return TreeState(*row) if row else TreeState()
+
+    def mark_named(self, collection: str, paths: Sequence[str] | None = None) -> None:
+        with self._transaction() as conn:
+            if paths is None:
+                conn.execute("UPDATE tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = ?",
+                             (collection,))
+                conn.execute(
+                    "UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m WHERE"
+                    " m.collection = collections.name), placed_since = 0, removed_since = 0 WHERE name = ?",
+                    (collection,),
+                )
+                return
+            conn.executemany(
+                "UPDATE tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = ? AND path = ?",
+                [(collection, "/".join(split_path(p))) for p in paths],
+            )
+
+    def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
+                     named: Sequence[str] = ()) -> None:
+        if not changes and not named:
+            return
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = ? AND path = ?",
+                [(collection, "/".join(split_path(p))) for p in named],
+            )
+            rows = conn.execute("SELECT id, parent_id, path FROM tree_nodes WHERE collection = ?", (collection,))
+            paths, parents = {}, {}
+            for r in rows:
+                paths[r["id"]], parents[r["id"]] = r["path"], r["parent_id"]
+            by_path = {p: i for i, p in paths.items()}
+            names = {by_path[p]: n for p, (n, _) in changes.items() if p in by_path and n}
+            for p, (_, description) in changes.items():
+                if p in by_path and description is not None:
+                    conn.execute("UPDATE tree_nodes SET description = ? WHERE id = ?", (description, by_path[p]))
+            if not names:
+                return
+            new = renamed_paths(paths, parents, names)
+            moved = [i for i in paths if new[i] != paths[i]]
+            # two steps, so a swap of sibling names never meets the unique (collection, path) index
+            conn.executemany("UPDATE tree_nodes SET path = ? WHERE id = ?", [(f"/renaming/{i}", i) for i in moved])
+            conn.executemany("UPDATE tree_nodes SET path = ?, name = ? WHERE id = ?",
+                             [(new[i], new[i].rsplit("/", 1)[-1], i) for i in moved])
 
     # tree ---------------------------------------------------------------------------------
     def get_node(self, collection: str, path: str) -> TreeNode | None:
@@ -300,6 +482,7 @@ class SQLiteTreeStore(TreeStore):
         *,
         remove: Sequence[str] = (),
         replace: bool = False,
+        track: bool = True,
     ) -> None:
         with self._transaction() as conn:
             if replace:
@@ -327,6 +510,7 @@ class SQLiteTreeStore(TreeStore):
             for category in categories:
                 if split_path(category.path):
                     ensure(category.path, category.description)
+            before = {} if replace else self._mapped(conn, collection, [*remove, *(m.chunk_id for m, _ in mappings)])
             for chunk_id in remove:
                 conn.execute(
                     "DELETE FROM chunk_mappings WHERE collection = ? AND chunk_id = ?", (collection, chunk_id)
@@ -343,7 +527,43 @@ class SQLiteTreeStore(TreeStore):
                 " file_name, chunk_index, content_hash, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            if track and not replace:
+                self._track(conn, collection, before, [(r[1], r[2], r[7]) for r in rows], remove)
             _recount(conn, collection)
+            # nodes made by this write are named for the members they start with
+            conn.execute("UPDATE tree_nodes SET named_count = chunk_count, churn = 0"
+                         " WHERE collection = ? AND named_count IS NULL", (collection,))
+            if replace:
+                conn.execute("UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m"
+                             " WHERE m.collection = collections.name), placed_since = 0, removed_since = 0"
+                             " WHERE name = ?", (collection,))
+
+    @staticmethod
+    def _mapped(conn: sqlite3.Connection, collection: str, chunk_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``chunk_id -> (leaf id, content hash)`` of the given ids that are mapped."""
+        ids, out = list(dict.fromkeys(chunk_ids)), {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for r in conn.execute(
+                "SELECT chunk_id, tree_node_id, content_hash FROM chunk_mappings WHERE collection = ?"
+                f" AND chunk_id IN ({','.join('?' * len(part))})", [collection, *part]
+            ):
+                out[r[0]] = (r[1], r[2])
+        return out
+
+    @staticmethod
+    def _track(conn: sqlite3.Connection, collection: str, before: dict[str, tuple[int, str]],
+               after: Sequence[tuple[str, int, str]], removed: Sequence[str]) -> None:
+        """Count membership changes per node (churn), and chunks placed (new or changed content; a
+        move is not a placement) or removed since the last full build."""
+        parents = {r[0]: r[1] for r in conn.execute("SELECT id, parent_id FROM tree_nodes WHERE collection = ?",
+                                                    (collection,))}
+        churn = churn_by_node(parents, before, after, removed)
+        conn.executemany("UPDATE tree_nodes SET churn = churn + ? WHERE id = ?", [(n, i) for i, n in churn.items()])
+        placed = sum(1 for chunk_id, _, h in after if chunk_id not in before or before[chunk_id][1] != h)
+        gone = sum(1 for chunk_id in set(removed) if chunk_id in before)
+        conn.execute("UPDATE collections SET placed_since = placed_since + ?, removed_since = removed_since + ?"
+                     " WHERE name = ?", (placed, gone, collection))
 
     # llm log ------------------------------------------------------------------------------
     def log_call(self, entry: dict[str, Any]) -> None:

@@ -1,0 +1,194 @@
+"""A tree that stays true (issue 12): top-down placement, churn and stale nodes, the offline refresh,
+drift, and ``kt status`` saying "current" only when it is."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _agent_fixtures import KT, env
+from conftest import SAMPLE
+
+from knowtology_cli.builders.runner import FRESHNESS, is_stale, place_top_down, stale_nodes
+from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.models import Category, ChunkMapping
+from knowtology_cli.stores.base import CollectionInfo, TreeStore, churn_by_node
+
+pytest_plugins = ("scale_fixtures",)
+
+
+def ok(*args: str | Path) -> dict:
+    done = subprocess.run([KT, *map(str, args), "--json"], capture_output=True, text=True, env=env(), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+# ------------------------------------------------------------------------------------------ placement
+def test_place_top_down_follows_the_splits() -> None:
+    rng = np.random.default_rng(0)
+    centres = {"A/a1": [1, 0, 0.3, 0], "A/a2": [1, 0, -0.3, 0], "B/b1": [0, 1, 0, 0.3], "B/b2": [0, 1, 0, -0.3]}
+    rows, leaves = [], []
+    for leaf, centre in centres.items():
+        for _ in range(20):
+            rows.append(np.asarray(centre) + rng.normal(0, 0.05, 4))
+            leaves.append(leaf)
+    probes = [np.asarray(c) + rng.normal(0, 0.02, 4) for c in centres.values()]
+    matrix = np.stack(rows + probes).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    placed = place_top_down(matrix, range(len(rows)), leaves, range(len(rows), len(rows) + len(probes)))
+    assert placed == list(centres)
+
+
+def test_top_down_places_by_the_level_one_split_first() -> None:
+    # One big topic (A, two leaves) and one small (B, one leaf at level 1). The probe is nearer the
+    # B leaf than either A leaf, but nearer the A centroid than B's: a top-down split sends it to A.
+    a1, a2, b = np.array([1.0, 0.6, 0.0]), np.array([1.0, -0.6, 0.0]), np.array([0.55, 0.0, 0.83])
+    rows = [a1] * 10 + [a2] * 10 + [b] * 10
+    leaves = ["A/a1"] * 10 + ["A/a2"] * 10 + ["B"] * 10
+    probe = np.array([0.9, 0.0, 0.45])
+    matrix = np.stack([*rows, probe])
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix[-1]
+    leaf_sims = {p: float(unit @ (v / np.linalg.norm(v))) for p, v in (("A/a1", a1), ("A/a2", a2), ("B", b))}
+    assert max(leaf_sims, key=leaf_sims.get) == "B"  # nearest leaf would say B
+    assert place_top_down(matrix, range(30), leaves, [30])[0].startswith("A/")
+
+
+# ------------------------------------------------------------------------------------------ churn
+def test_churn_counts_membership_changes_up_the_chain() -> None:
+    parents = {1: None, 2: 1, 3: 1, 4: None, 5: 4}  # 1 > {2, 3}; 4 > 5
+    before = {"moved-inside": (2, "h"), "moved-across": (2, "h"), "changed": (3, "h"), "same": (3, "h"),
+              "removed": (5, "h")}
+    after = [("new", 2, "h"), ("moved-inside", 3, "h"), ("moved-across", 5, "h"), ("changed", 3, "h2"),
+             ("same", 3, "h")]
+    assert churn_by_node(parents, before, after, ["removed"]) == {
+        2: 3,  # new joined, moved-inside and moved-across left
+        3: 2,  # moved-inside joined, changed changed
+        1: 3,  # new, changed and moved-across (its move inside 1 leaves 1's membership alone)
+        5: 2, 4: 2,  # moved-across joined, removed left
+    }
+
+
+def test_a_node_is_stale_at_a_tenth_of_its_named_members() -> None:
+    from knowtology_cli.models import TreeNode
+
+    def node(named: int, churn: int) -> TreeNode:
+        return TreeNode(id=1, collection="c", parent_id=None, name="N", level=1, path="N", named_count=named,
+                        churn=churn)
+
+    share = FRESHNESS.stale_share
+    assert not is_stale(node(100, 0)) and not is_stale(node(100, round(100 * share) - 1))
+    assert is_stale(node(100, round(100 * share))) and is_stale(node(3, 1))
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def tree(request: pytest.FixtureRequest, tmp_path: Path) -> TreeStore:
+    if request.param == "sqlite":
+        from knowtology_cli.stores.sqlite import SQLiteTreeStore
+
+        store: TreeStore = SQLiteTreeStore(tmp_path / "tree.db")
+    elif request.param == "memory":
+        from knowtology_cli.stores.memory import InMemoryTreeStore
+
+        store = InMemoryTreeStore()
+    else:
+        from knowtology_cli.stores.pg import PostgresTreeStore
+
+        store = PostgresTreeStore(request.getfixturevalue("pg_dsn"))
+    yield store
+    store.close()
+
+
+def _m(chunk_id: str, path: str, content_hash: str = "h") -> tuple[ChunkMapping, str]:
+    return (ChunkMapping(collection="c", chunk_id=chunk_id, tree_node_id=0, snippet=chunk_id, path=path), content_hash)
+
+
+def test_tree_store_tracks_naming_state_renames_and_pending(tree: TreeStore) -> None:
+    tree.ensure_collection(CollectionInfo(name="c", embedder="hash", dimension=8))
+    tree.apply("c", [Category(path="A", description="a"), Category(path="B", description="b")],
+               [_m("a1", "A/X"), _m("a2", "A/Y"), _m("b1", "B")], replace=True)
+    assert {n.path: (n.named_count, n.churn) for n in tree.nodes("c")} == {
+        "A": (2, 0), "A/X": (1, 0), "A/Y": (1, 0), "B": (1, 0)}
+    assert (tree.tree_state("c").built, tree.tree_state("c").placed) == (3, 0)
+    tree.apply("c", [], [_m("a3", "A/X"), _m("a1", "A/X", "h2")])
+    assert tree.get_node("c", "A/X").churn == 2 and tree.get_node("c", "A").churn == 2
+    assert tree.tree_state("c").placed == 2
+    # swap two sibling names (never meets the unique path index), re-describe, mark A/X named
+    tree.rename_nodes("c", {"A/X": ("Y", "now y"), "A/Y": ("X", None), "B": (None, "bee")}, named=["A/X"])
+    by_path = {n.path: n for n in tree.nodes("c")}
+    assert set(by_path) == {"A", "A/X", "A/Y", "B"}
+    assert (by_path["A/Y"].description, by_path["A/Y"].churn, by_path["A/Y"].chunk_count) == ("now y", 0, 2)
+    assert by_path["B"].description == "bee" and by_path["A"].churn == 2
+    assert sorted(m.chunk_id for m in tree.mappings("c", under="A/Y")) == ["a1", "a3"]
+    tree.rename_nodes("c", {"A": ("Top", None)})
+    assert [m.path for m in tree.mappings("c", chunk_ids=["a2"])] == ["Top/X"]
+    # removal: unmapped, disowned, pending, counted
+    tree.record_sources("c", [("docs", "/d", "dir")], {"a2": ("docs", "x.md"), "b1": ("docs", "b.md")})
+    tree.remove_chunks("c", ["b1"], forget_sources=[])
+    assert tree.get_node("c", "B") is None and tree.pending_removals() == {"c": ["b1"]}
+    assert tree.chunk_owners("c") == {"a2": ("docs", "x.md")} and tree.tree_state("c").removed == 1
+    tree.clear_pending("c", ["b1"])
+    tree.mark_named("c")
+    assert all(n.churn == 0 and n.named_count == n.chunk_count for n in tree.nodes("c"))
+    assert tree.tree_state("c") == type(tree.tree_state("c"))(built=3, placed=0, removed=0)
+    tree.drop_collection("c", pending=True)
+    assert tree.pending_removals() == {"c": [""]} and tree.sources("c") == []
+
+
+# ------------------------------------------------------------------------------------------ refresh
+def _sample_part(root: Path, parts: list[str]) -> Path:
+    for part in parts:
+        shutil.copytree(SAMPLE / part, root / part)
+    return root
+
+
+def test_incremental_build_places_every_chunk_and_renames_what_changed(tmp_path: Path) -> None:
+    corpus = _sample_part(tmp_path / "corpus", ["hr", "policies", "engineering"])
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.ingest([str(corpus)], embedder="hash")
+    kb.build(builder="cluster")
+    before = {n.id: n for n in kb.tree.nodes("default")}
+    _sample_part(corpus, ["support", "sales"])
+    kb.ingest([str(corpus)])
+    status = kb.status().collections[0]
+    assert status.state == "unmapped" and "kt build" in status.advice and status.unmapped > 0
+    report = kb.build()
+    assert report.unmapped == 0 and any(n.startswith("placed ") for n in report.notes)
+    after = {n.id: n for n in kb.tree.nodes("default")}
+    assert set(after) <= set(before)  # placement adds no categories; it fills the ones there are
+    assert stale_nodes(kb, "default") == []
+    changed = [i for i in after if after[i].chunk_count != before[i].chunk_count]
+    assert changed and all(after[i].churn == 0 or not is_stale(after[i]) for i in changed)
+    assert any(after[i].description != before[i].description for i in changed)
+    status = kb.status().collections[0]
+    assert status.state == "current" and status.stale_nodes == []
+    assert status.drift > 0 and status.rebuild_advised == (status.drift >= FRESHNESS.rebuild_drift)
+    kb.close()
+
+
+def test_status_and_build_through_kt(tmp_path: Path) -> None:
+    corpus = _sample_part(tmp_path / "corpus", ["hr", "policies"])
+    store = tmp_path / "store"
+    ok("ingest", corpus, "--embedder", "hash", "--store", store)
+    assert ok("status", "--store", store)["collections"][0]["state"] == "unbuilt"
+    ok("build", "--store", store)
+    first = ok("status", "--store", store)["collections"][0]
+    assert (first["state"], first["drift"], first["advice"]) == ("current", 0.0, "")
+    _sample_part(corpus, ["support"])  # more than a fifth of the collection: drift passes the bar
+    ok("ingest", corpus, "--store", store)
+    built = ok("build", "--store", store)
+    assert built["unmapped"] == 0 and any("kt build --rebuild" in n for n in built["notes"])
+    after = ok("status", "--store", store)["collections"][0]
+    assert after["state"] == "current" and after["rebuild_advised"] and "kt build --rebuild" in after["advice"]
+    human = subprocess.run([KT, "status", "--store", str(store)], capture_output=True, text=True, env=env())
+    assert "current" in human.stdout and "kt build --rebuild would give a better map" in human.stdout
+    ok("rm", corpus / "support", "--yes", "--store", store)
+    removed = ok("status", "--store", store)["collections"][0]
+    assert removed["state"] == "stale" and removed["stale_nodes"] and "kt build" in removed["advice"]
+    ok("build", "--rebuild", "--store", store)
+    rebuilt = ok("status", "--store", store)["collections"][0]
+    assert (rebuilt["state"], rebuilt["drift"], rebuilt["rebuild_advised"]) == ("current", 0.0, False)
