@@ -351,7 +351,7 @@ def test_help_documents_completion_and_shows_no_python_types() -> None:
         assert text.startswith(f"Usage: kt {name}"), text
         assert not re.search(r"<[a-z]+(\[[^\]]*\])?>|list\[|\{[a-z_]+\}", text), (name, text)
     ingest = kt("ingest", "--help").stdout
-    assert "Usage: kt ingest [OPTIONS] PATHS..." in ingest and "--store TEXT" in ingest
+    assert "Usage: kt ingest [OPTIONS] [PATHS...]" in ingest and "--store TEXT" in ingest
     assert "-k, --top-k INTEGER" in kt("search", "--help").stdout
     script = kt("--show-completion", "bash", SHELL="/bin/bash")
     assert script.returncode == 0 and "_KT_COMPLETE" in script.stdout
