@@ -523,11 +523,17 @@ class KnowledgeBase:
         return StatusReport(store=store, collections=rows)
 
 
-def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> LLMClient:
-    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs, timeout and profile overrides from settings."""
-    from .llm import get_llm, parse_spec
+def llm_from_settings(spec: str, settings: Settings | None, *, context_window: int | None = None,
+                      max_output: int | None = None, **options: Any) -> LLMClient:
+    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs, timeout and profile overrides from settings.
 
-    provider, _ = parse_spec(spec)
+    ``context_window`` / ``max_output`` (the ``--context-window`` / ``--max-output`` flags) override
+    the profile and pin the limits: the server is then not asked for its own.
+    """
+    from .llm import get_llm, parse_spec
+    from .llm.profiles import matching_override
+
+    provider, model = parse_spec(spec)
     key = url = None
     if settings is not None:
         key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
@@ -535,7 +541,19 @@ def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> L
     overrides = settings.profiles if settings is not None else None
     if settings is not None and settings.llm_timeout is not None and options.get("timeout") is None:
         options["timeout"] = settings.llm_timeout
-    return get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
+    client = get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
+    configured = matching_override(model, overrides or {})
+    if configured is not None and {"context_window", "max_output_tokens"} & set(configured[1]):
+        client.limits_source = client.output_source = f'config.toml [profiles."{configured[0]}"]'
+        client.limits_pinned = True
+    if context_window is not None or max_output is not None:
+        client.profile = client.profile.with_overrides(context_window=context_window, max_output_tokens=max_output)
+        if context_window is not None:
+            client.limits_source = "--context-window"
+        if max_output is not None:
+            client.output_source = "--max-output"
+        client.limits_pinned = True
+    return client
 
 
 def fuse(dense: Sequence[ScoredId], sparse: Sequence[ScoredId], weight: float = 0.5) -> list[ScoredId]:

@@ -102,6 +102,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session, collection, chunk_id)
     );
     """,
+    # 3: the LLM log says how many attempts a call took and whether its usage was estimated
+    """
+    ALTER TABLE kt_llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE kt_llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -362,9 +367,7 @@ class PostgresTreeStore(TreeStore):
         row = log_row(entry, Jsonb)
         with self.db.tx() as conn:
             conn.execute(
-                "INSERT INTO kt_llm_calls (collection, build_id, kind, model, prompt_hash, chunk_count, input_tokens,"
-                " output_tokens, cost_usd, status, error, response, seconds, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                f"INSERT INTO kt_llm_calls ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
                 list(row.values()),
             )
 
@@ -380,7 +383,8 @@ class PostgresTreeStore(TreeStore):
         sql = ("SELECT COUNT(*)::bigint AS calls, COALESCE(SUM(input_tokens), 0)::bigint AS input_tokens,"
                " COALESCE(SUM(output_tokens), 0)::bigint AS output_tokens,"
                " COALESCE(SUM(cost_usd), 0)::double precision AS cost_usd,"
-               " COALESCE(SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END), 0)::bigint AS failed FROM kt_llm_calls")
+               " COALESCE(SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END), 0)::bigint AS failed,"
+               " COALESCE(SUM(usage_estimated), 0)::bigint AS estimated FROM kt_llm_calls")
         rows = self.db.query(sql + (" WHERE collection = %s" if collection else ""),
                              (collection,) if collection else ())
         return {k: (float(v) if k == "cost_usd" else int(v)) for k, v in rows[0].items()}

@@ -72,6 +72,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX ix_llm_calls_hash ON llm_calls (prompt_hash, status);
     """,
+    # 2: the LLM log says how many attempts a call took and whether its usage was estimated
+    """
+    ALTER TABLE llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 
 
@@ -353,11 +358,12 @@ class SQLiteTreeStore(TreeStore):
 
     def call_stats(self, collection: str | None = None) -> dict[str, Any]:
         if not self._ready():
-            return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "failed": 0}
+            return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "failed": 0, "estimated": 0}
         sql = (
             "SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens), 0) AS input_tokens,"
             " COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd,"
-            " COALESCE(SUM(status != 'ok'), 0) AS failed FROM llm_calls"
+            " COALESCE(SUM(status != 'ok'), 0) AS failed, COALESCE(SUM(usage_estimated), 0) AS estimated"
+            " FROM llm_calls"
         )
         row = self.conn.execute(sql + (" WHERE collection = ?" if collection else ""),
                                 (collection,) if collection else ()).fetchone()
