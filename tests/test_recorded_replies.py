@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_llm_builder import assert_tree_sound, brain, build, make_kb, scripted
 
-from knowtology_cli.builders.llm_builder import document_title
+from knowtology_cli.builders.names import document_title
 from knowtology_cli.builders.prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, system_prompt
 from knowtology_cli.builders.validate import NameCheck, parse_reply
 from knowtology_cli.llm.base import ProviderReply

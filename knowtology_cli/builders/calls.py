@@ -23,7 +23,6 @@ from ..llm.base import (
     CallUsage,
     LLMCancelledError,
     LLMContextOverflowError,
-    LLMTimeoutError,
     LLMTruncatedError,
     usage_of,
 )
@@ -41,7 +40,7 @@ def prompt_digest(version: str, spec: str, schema_name: str, system: str, user: 
 
 @dataclass
 class CallOutcome:
-    """What one call came to. ``status``: ok, truncated, overflow, timeout, error or cancelled."""
+    """What one call came to. ``status``: ok, truncated, overflow, error or cancelled (the log's status)."""
 
     kind: str
     prompt_hash: str
@@ -81,8 +80,7 @@ def run_call(
     except LLMError as exc:
         status = ("cancelled" if isinstance(exc, LLMCancelledError) else
                   "truncated" if isinstance(exc, LLMTruncatedError) else
-                  "overflow" if isinstance(exc, LLMContextOverflowError) else
-                  "timeout" if isinstance(exc, LLMTimeoutError) else "error")
+                  "overflow" if isinstance(exc, LLMContextOverflowError) else "error")
         return CallOutcome(kind, prompt_hash, chunk_count, status, usage=usage_of(exc), model=llm.spec, error=exc,
                            seconds=time.perf_counter() - started)
     usage = CallUsage(resp.input_tokens, resp.output_tokens, resp.cost_usd, resp.attempts, resp.usage_estimated)

@@ -70,29 +70,26 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..chunking import TITLE_SEPARATOR
 from ..errors import BuildError, ConfigError, LLMOutputError
 from ..llm.base import LLMTimeoutError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .names import origins_note, tree_name_check
 from .prompts import (
-    EXAMPLE_PATH,
     PROMPT_VERSION,
     REPLY_SCHEMA_NAME,
-    TREE_PLACEHOLDERS,
     TREE_REPLY_SCHEMA,
     TreeCaps,
     build_messages,
     default_tree_tokens,
     prompt_overhead_tokens,
     render_feedback,
-    system_prompt,
 )
 from .runner import _report, apply_reply, pending_work
 from .snippets import make_snippet
-from .validate import OTHER, NameCheck, RejectedName, check_reply, name_key, parse_reply
+from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
 
 __all__ = ["BuildPlan", "LLMTreeBuilder", "NameMerger", "name_key", "plan_build", "prompt_hash", "run_llm_build"]
 
@@ -334,39 +331,6 @@ class _Tally:
         self.output_tokens += outcome.usage.output_tokens
         self.cost_usd += outcome.usage.cost_usd
         self.estimated += int(outcome.usage.estimated)
-
-
-def document_title(chunk_title: str) -> str:
-    """The document's own title from a chunk's heading trail (``Doc › Section`` → ``Doc``)."""
-    return chunk_title.split(TITLE_SEPARATOR.strip(), 1)[0].strip()
-
-
-def tree_name_check(kb: KnowledgeBase, collection: str, chunk_ids: Iterable[str],
-                    meta: dict[str, tuple[str, str]], titles: dict[str, str], caps: TreeCaps = TreeCaps()) -> NameCheck:
-    """The :class:`NameCheck` of tree-building replies: the collection's ids, files and titles, the tree prompts.
-
-    ``meta`` maps the chunks being placed to ``(doc_id, file_name)``, ``titles`` to their heading trails.
-    """
-    known = {v for pair in meta.values() for v in pair}
-    for m in kb.tree.mappings(collection):
-        known.update((m.file_name, m.doc_id))
-    doc_titles = {meta[c][0] or meta[c][1]: document_title(t) for c, t in titles.items() if c in meta}
-    instructions = system_prompt(False, caps) + "\n" + system_prompt(True, caps)
-    return NameCheck(chunk_ids=chunk_ids, files=known, examples=[EXAMPLE_PATH], placeholders=TREE_PLACEHOLDERS,
-                     instructions=instructions, titles=doc_titles,
-                     doc_of={c: d or f for c, (d, f) in meta.items()})
-
-
-def origins_note(origins: Counter[str]) -> str | None:
-    """``names: 41 from the LLM (3 after a re-ask), 2 offline`` (None when no name was made)."""
-    if not sum(origins.values()):
-        return None
-    note = f"names: {origins['llm'] + origins['llm_reasked']} from the LLM"
-    if origins["llm_reasked"]:
-        note += f" ({origins['llm_reasked']} after a re-ask)"
-    if origins["offline"]:
-        note += f", {origins['offline']} from the offline builder (refused twice, or the call failed)"
-    return note
 
 
 class LLMTreeBuilder:

@@ -431,7 +431,8 @@ def render_naming_group(group: NamingGroup, *, feedback: dict[str, tuple[str, st
         lines.append(f"<category id={_attr(node.node_id)} draft={_attr(node.draft)} passages=\"{node.size}\">")
         if feedback and node.node_id in feedback:
             name, reason = feedback[node.node_id]
-            lines.append(f"Your previous name {_attr(name)} was refused: it {reason}. Give another.")
+            lines.append(f"Your previous name {_attr(name)} was refused: it {reason}. Give another." if name
+                         else f"Your previous reply did not name this category ({reason}). Name it.")
         if node.children:
             lines.append("Subcategories: " + "; ".join(node.children))
         lines.extend(f"- {clean_chunk_text(sample)}" for sample in node.samples)

@@ -166,6 +166,16 @@ def clean_snippet(value: str | None) -> str | None:
     return _cut(text, MAX_SNIPPET) if text else None
 
 
+def clean_name(value: str) -> str:
+    """A proposed name as one line without outer quotes, cut to the segment limit."""
+    return _cut(_clean_line(value).strip("\"'“”‘’` "), MAX_SEGMENT)
+
+
+def clean_description(value: str) -> str:
+    """A proposed description as one line, cut to the description limit."""
+    return _cut(_clean_line(value), MAX_DESCRIPTION)
+
+
 def normalize_path(path: str, max_depth: int = 3) -> tuple[str | None, bool]:
     """``(normalised path or None, was it cut to max_depth?)`` — see rule 2 of the module."""
     if "/" not in path and " > " in path:

@@ -435,11 +435,11 @@ class LLMClient(ABC):
         spent = _Spent()
         per_attempt = timeout or self.timeout
 
-        def attempt() -> LLMResponse:
+        def attempt(seconds: float) -> LLMResponse:
             try:
                 reply = self._request_json(
                     system, user, schema, schema_name=schema_name,
-                    max_output_tokens=max_output_tokens, timeout=per_attempt,
+                    max_output_tokens=max_output_tokens, timeout=seconds,
                 )
             except MalformedReply as exc:  # answered, but unusable: still paid for
                 if exc.reply is not None:
@@ -500,10 +500,10 @@ class LLMClient(ABC):
         """
         per_attempt = timeout or self.timeout
 
-        def attempt() -> ChatTurn:
+        def attempt(seconds: float) -> ChatTurn:
             turn = self._request_chat(
                 system, list(messages), list(tools),
-                max_output_tokens=max_output_tokens, timeout=per_attempt,
+                max_output_tokens=max_output_tokens, timeout=seconds,
             )
             self._account(turn.input_tokens, turn.output_tokens)
             return turn.model_copy(
@@ -554,16 +554,17 @@ class LLMClient(ABC):
                 text = text.replace(secret, "***")
         return _KEYLIKE.sub("***", text)
 
-    def _with_retries(self, what: str, attempt: Callable[[], T], timeout: float | None = None,
+    def _with_retries(self, what: str, attempt: Callable[[float], T], timeout: float | None = None,
                       cancel: threading.Event | None = None) -> T:
         timeout = self.timeout if timeout is None else timeout
+        current = timeout  # this attempt's timeout, counted from when it is sent
         transport_failures = 0
         output_failures = 0
         while True:
             if cancel is not None and cancel.is_set():
                 raise LLMCancelledError(f"{self.spec}: {what} not sent: the build is stopping")
             try:
-                return attempt()
+                return attempt(current)
             except MalformedReply as exc:
                 output_failures += 1
                 with self._lock:
@@ -591,7 +592,9 @@ class LLMClient(ABC):
             transport_failures += 1
             message = f"{self.spec}: {self.redact(failure.message)}"
             if failure.timed_out:
-                message += f" after {timeout:g} s"
+                message += f" after {timeout:g} s" + (
+                    f" (this attempt {current:g} s: a local server's retry waits for the request it is still on)"
+                    if current != timeout else "")
             if failure.auth:
                 # the provider's body can echo the key; nothing of the SDK error is kept
                 raise LLMError(message, hint=failure.hint or self._key_hint()) from None
@@ -605,6 +608,10 @@ class LLMClient(ABC):
                     f"{message} (provider asks to wait {failure.retry_after:.0f} s)",
                     hint="the rate limit resets later; run the same command again to resume",
                 ) from cause
+            if failure.timed_out and self.is_local:
+                # a server on this machine answers one request at a time and keeps working on the one we
+                # gave up on: the retry waits behind it, so it gets that much more time
+                current = 2 * current
             if transport_failures > self.max_retries and failure.timed_out:
                 raise LLMTimeoutError(
                     f"{message} (gave up after {transport_failures} attempts)", timeout=timeout,
