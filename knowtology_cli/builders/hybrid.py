@@ -651,3 +651,41 @@ def run_hybrid_build(kb: KnowledgeBase, collection: str, *, llm: LLMClient, rebu
     """``kt build --builder hybrid`` over ``collection`` (see :class:`HybridTreeBuilder`)."""
     return HybridTreeBuilder(kb, collection, llm, concurrency=concurrency, use_cache=use_cache, progress=progress,
                              message=message).run(rebuild=rebuild, dry_run=dry_run)
+
+
+def redescribe_changed(kb: KnowledgeBase, collection: str, llm: LLMClient, log: CallLog, before: Mapping[str, str],
+                       *, params: NamingParams = NamingParams(), concurrency: int = 1, skip: Iterable[str] = (),
+                       message: MessageFn = lambda _m: None) -> tuple[int, NodeNamer | None]:
+    """After an incremental build: new names and descriptions for nodes whose membership changed materially.
+
+    ``before`` is ``chunk_id -> leaf path`` before the build; nodes in ``skip`` (just named by the
+    build itself) are left alone. Returns (nodes re-described, the namer — for its origins and
+    rejections — or None when nothing changed).
+    """
+    nodes = kb.tree.nodes(collection)
+    after = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+    existed = {p for leaf in before.values() for p in _prefixes(leaf)}
+    targets = {p for p in changed_nodes(before, after, params.material_change) if p in existed} - set(skip)
+    if not targets:
+        return 0, None
+    views = tree_views([Category(path=n.path, description=n.description) for n in nodes], after)
+    members = sorted({c for p in targets for c in views[p].members})
+    chunks = [c for start in range(0, len(members), 2000) for c in kb.vectors.get(collection, members[start:start + 2000])]
+    raw = kb.vectors.vectors(collection, members)
+    vectors = {}
+    for cid, vec in raw.items():
+        v = np.asarray(vec, dtype=np.float32)
+        vectors[cid] = v / (np.linalg.norm(v) or 1.0)
+    texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
+    namer = NodeNamer(llm, log, collection_check(kb, collection, chunks), texts, vectors, params=params,
+                      concurrency=concurrency, message=message)
+    named = namer.name(views, targets)
+    changed = {p: n for p, n in named.items() if (n.name, n.description) != (views[p].name, views[p].description)}
+    if changed:
+        rewrite_tree(kb, collection, changed)
+    return len(targets), namer
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]

@@ -382,6 +382,7 @@ class LLMTreeBuilder:
         self.build_id = uuid.uuid4().hex[:12]
         self.origins: Counter[str] = Counter()
         self.rejected: list[RejectedName] = []
+        self.stop_note = ""
 
     # ------------------------------------------------------------------------ public
     def run(self, *, rebuild: bool = False, dry_run: bool = False) -> BuildReport:
@@ -428,11 +429,15 @@ class LLMTreeBuilder:
             return self._finish(started, True, notes, build_plan.calls, tally)
         self.message(plan_note)
         self.message(limits_note)
+        before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+        existing = set(self.paths)
         if orphans:
             self.kb.tree.apply(self.collection, [], [], remove=orphans)
             if not rebuild:  # a rebuild starts from no tree whatever the old one holds
                 self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
+        if before and self.done:  # an incremental build: nodes that changed materially get new names
+            tally.notes.extend(self._redescribe(before, existing))
         notes = [plan_note, limits_note, *tally.notes]
         if orphans:
             notes.append(f"removed {len(orphans)} deleted chunks from the tree")
@@ -452,6 +457,22 @@ class LLMTreeBuilder:
         if still:
             raise self._incomplete(still, report, tally)
         return report
+
+    def _redescribe(self, before: dict[str, str], existing: set[str]) -> list[str]:
+        """The re-description call(s) for nodes whose membership changed materially (``hybrid.NodeNamer``)."""
+        from .hybrid import NamingParams, redescribe_changed
+
+        created = {n.path for n in self.kb.tree.nodes(self.collection)} - existing
+        count, namer = redescribe_changed(self.kb, self.collection, self.llm, self.log, before,
+                                          params=NamingParams(), concurrency=self.concurrency, skip=created,
+                                          message=self.message)
+        if namer is None:
+            return []
+        for origin, n in namer.origins.items():
+            self.origins[f"renamed_{origin}"] += n
+        return [f"re-described {count} existing nodes whose members changed by ≥{NamingParams().material_change:.0%}"
+                f" ({namer.origins['llm'] + namer.origins['llm_reasked']} new names from the LLM, "
+                f"{namer.origins['offline']} kept)"]
 
     def _spent_note(self) -> str:
         spent = log_totals(self.kb.tree, self.collection)
@@ -552,11 +573,13 @@ class LLMTreeBuilder:
             pool.shutdown(wait=False, cancel_futures=True)  # interrupted: don't wait for calls in flight
             raise
         pool.shutdown(wait=True)
+        self.stop_note = ""
         if stopped:
             not_sent = sum(len(t.chunk_ids) for t in queue) + len(self.unsent)
             for t in queue:
                 self.unsent.extend(t.chunk_ids)
-            tally.notes.append(stopped + f"; {not_sent} chunks not sent")
+            self.stop_note = stopped + f"; {not_sent} chunks not sent"
+            tally.notes.append(self.stop_note)
         if tally.cached:
             tally.notes.append(f"{tally.cached} calls served from the call log (identical prompts)")
         if not self.use_cache:
@@ -729,7 +752,9 @@ class LLMTreeBuilder:
         why = self.failures[-1].error if self.failures else "no reply assigned them"
         return BuildError(
             f"build incomplete: {len(still)} of {report.mapped + report.unmapped} chunks are unmapped "
-            f"({tally.failed} batch(es) failed; last error: {why[:300]}). Unmapped: {shown}. "
+            f"({tally.failed} batch(es) failed; last error: {why[:300]}). "
+            + (f"{self.stop_note[0].upper()}{self.stop_note[1:]}. " if self.stop_note else "")
+            + f"Unmapped: {shown}. "
             f"This run: {report.llm_calls} calls ({tally.cached} cached), {report.input_tokens:,} tokens in, "
             f"{report.output_tokens:,} out, ${report.cost_usd:.4f}",
             hint=self._failure_hint("run `kt build` again to resume (the chunks mapped so far are kept)")

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..chunking import TITLE_SEPARATOR
+from ..ingest import DOC_SUFFIXES, JSONL_SUFFIXES
 from .prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, TreeCaps, system_prompt
 from .validate import NameCheck
 
@@ -36,8 +37,8 @@ def tree_name_check(kb: KnowledgeBase, collection: str, chunk_ids: Iterable[str]
     doc_titles = {meta[c][0] or meta[c][1]: document_title(t) for c, t in titles.items() if c in meta}
     instructions = system_prompt(False, caps) + "\n" + system_prompt(True, caps)
     return NameCheck(chunk_ids=chunk_ids, files=known, examples=[EXAMPLE_PATH], placeholders=TREE_PLACEHOLDERS,
-                     instructions=instructions, titles=doc_titles,
-                     doc_of={c: d or f for c, (d, f) in meta.items()})
+                     instructions=instructions, titles=doc_titles, doc_of={c: d or f for c, (d, f) in meta.items()},
+                     extensions=DOC_SUFFIXES | JSONL_SUFFIXES)
 
 
 def origins_note(origins: Counter[str]) -> str | None:

@@ -274,6 +274,8 @@ class NameCheck:
         titles: document id → document title; a new node named exactly like a document none of
             its chunks come from is a title copied onto unrelated chunks.
         doc_of: chunk id → document id (for ``titles``).
+        extensions: file extensions that make a one-word name a file name (the formats kt reads),
+            besides those of the collection's own files.
         rules: the limits.
     """
 
@@ -287,6 +289,7 @@ class NameCheck:
         instructions: str = "",
         titles: dict[str, str] | None = None,
         doc_of: dict[str, str] | None = None,
+        extensions: Iterable[str] = (),
         rules: NameRules = NameRules(),
     ) -> None:
         self.rules = rules
@@ -298,7 +301,7 @@ class NameCheck:
         self.chunk_ids = {c.strip() for c in chunk_ids if c and c.strip()}
         self.paths: set[str] = set()  # file paths (with and without extension), as written
         self.slugs: set[str] = set()  # path components and stems that are identifiers, as written
-        self.extensions: set[str] = set()
+        self.extensions: set[str] = {e.lstrip(".").casefold() for e in extensions}
         for raw in files:
             path = str(raw or "").strip().strip("/")
             if not path:
