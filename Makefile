@@ -7,7 +7,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress clean
+.PHONY: install demo test lint bench stress test-local-llm clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ bench: $(STAMP)
 
 stress: $(STAMP)
 	$(BIN)/python -m benchmarks.stress
+
+# opt-in, not part of `make test`: a real local model (../shared/tools/local-llm) builds and answers
+test-local-llm: $(STAMP)
+	$(BIN)/python -m benchmarks.local_llm $(LOCAL_LLM_ARGS)
 
 clean:
 	rm -rf $(VENV) .knowtology .pytest_cache

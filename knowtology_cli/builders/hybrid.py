@@ -39,6 +39,7 @@ from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
 from .names import origins_note, tree_name_check
 from .prompts import (
     NAME_CATEGORIES,
+    NAMES_MARKERS,
     NAMES_PLACEHOLDERS,
     NAMES_PROMPT_VERSION,
     NAMES_REPLY_SCHEMA,
@@ -158,6 +159,7 @@ def naming_check(check: NameCheck) -> NameCheck:
     out = NameCheck.__new__(NameCheck)
     out.__dict__.update(check.__dict__)
     out.placeholders = set(check.placeholders) | {p.casefold() for p in NAMES_PLACEHOLDERS}
+    out.markers = tuple(check.markers) + NAMES_MARKERS
     extra = NameCheck(instructions=NAME_CATEGORIES, rules=check.rules)
     out.instruction_runs = set(check.instruction_runs) | extra.instruction_runs
     return out
@@ -198,6 +200,7 @@ class NodeNamer:
         self.outcomes: list[CallOutcome] = []
         self.cached = 0
         self.failed = 0
+        self.changed = 0  # LLM names that differ from the draft (offline) name
 
     # ------------------------------------------------------------------------------ planning
     def samples(self, node: NodeView) -> tuple[str, ...]:
@@ -320,6 +323,7 @@ class NodeNamer:
                     if path in answers and path not in refused:
                         name, description, origin = answers[path]
                         final[path] = Named(name, description or view.description, origin)
+                        self.changed += int(name_key(name) != name_key(view.name))
                     else:
                         final[path] = Named(view.name, view.description, "offline")
                 self._dedupe(g, views, final)
@@ -592,7 +596,7 @@ class HybridTreeBuilder:
             notes.append(f"rejected {len(namer.rejected)} proposed names ({shown})")
         note = origins_note(namer.origins)
         if note:
-            notes.append(note)
+            notes.append(note + f"; {namer.changed} of them differ from the offline draft")
         if namer.cached:
             notes.append(f"{namer.cached} calls served from the call log (identical prompts)")
         return self._finish(started, notes, origins=dict(namer.origins), rejected=len(namer.rejected),

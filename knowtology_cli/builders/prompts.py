@@ -383,6 +383,9 @@ NAMES_REPLY_SCHEMA: dict[str, Any] = {
 }
 NAMES_SCHEMA_NAME = "name_categories"
 NAMES_PLACEHOLDERS = placeholders(NAMES_REPLY_SCHEMA, "...", "…", "one sentence", "draft", "category", "root")
+#: Layout labels of the naming prompt: a name or description holding one copies the prompt.
+NAMES_MARKERS = ("Subcategories:", "Names already used", "draft=", "passages=", "<category", "<siblings",
+                 "Your previous name")
 
 NAME_CATEGORIES = """\
 You name the categories of a map of a document collection. Readers and AI agents find passages by browsing the map, so each name must say what its passages are about.
@@ -434,7 +437,7 @@ def render_naming_group(group: NamingGroup, *, feedback: dict[str, tuple[str, st
             lines.append(f"Your previous name {_attr(name)} was refused: it {reason}. Give another." if name
                          else f"Your previous reply did not name this category ({reason}). Name it.")
         if node.children:
-            lines.append("Subcategories: " + "; ".join(node.children))
+            lines.append(f"{NAMES_MARKERS[0]} " + "; ".join(node.children))
         lines.extend(f"- {clean_chunk_text(sample)}" for sample in node.samples)
         lines.append("</category>")
     lines.append("</siblings>")

@@ -276,6 +276,8 @@ class NameCheck:
         doc_of: chunk id → document id (for ``titles``).
         extensions: file extensions that make a one-word name a file name (the formats kt reads),
             besides those of the collection's own files.
+        markers: the prompt's own layout labels (e.g. ``Subcategories:``); a name or description
+            holding one copies the prompt.
         rules: the limits.
     """
 
@@ -290,9 +292,11 @@ class NameCheck:
         titles: dict[str, str] | None = None,
         doc_of: dict[str, str] | None = None,
         extensions: Iterable[str] = (),
+        markers: Iterable[str] = (),
         rules: NameRules = NameRules(),
     ) -> None:
         self.rules = rules
+        self.markers = tuple(m for m in markers if m)
         self.title_docs: dict[str, set[str]] = {}
         for doc, title in (titles or {}).items():
             if title and title.strip():
@@ -356,6 +360,8 @@ class NameCheck:
             return "is a file or document name"
         if seg.casefold() in self.placeholders:
             return "is a placeholder from the instructions"
+        if any(m in seg for m in self.markers):
+            return "copies the layout of the prompt"
         if len(_words(seg)) > self.rules.max_words:
             return f"is a sentence, not a short label (more than {self.rules.max_words} words)"
         if self._copies_instructions(seg):
@@ -410,6 +416,8 @@ class NameCheck:
             return "contains '|' (a table row)"
         if any(len(c) > 2 and c in text for c in self.chunk_ids):
             return "contains a chunk id"
+        if any(m in text for m in self.markers):
+            return "copies the layout of the prompt"
         if self._copies_instructions(text):
             return "copies the instructions"
         return None
