@@ -383,8 +383,7 @@ class PostgresTreeStore(TreeStore):
         sql = ("SELECT COUNT(*)::bigint AS calls, COALESCE(SUM(input_tokens), 0)::bigint AS input_tokens,"
                " COALESCE(SUM(output_tokens), 0)::bigint AS output_tokens,"
                " COALESCE(SUM(cost_usd), 0)::double precision AS cost_usd,"
-               " COALESCE(SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END), 0)::bigint AS failed,"
-               " COALESCE(SUM(usage_estimated), 0)::bigint AS estimated FROM kt_llm_calls")
+               " COALESCE(SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END), 0)::bigint AS failed FROM kt_llm_calls")
         rows = self.db.query(sql + (" WHERE collection = %s" if collection else ""),
                              (collection,) if collection else ())
         return {k: (float(v) if k == "cost_usd" else int(v)) for k, v in rows[0].items()}

@@ -358,12 +358,11 @@ class SQLiteTreeStore(TreeStore):
 
     def call_stats(self, collection: str | None = None) -> dict[str, Any]:
         if not self._ready():
-            return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "failed": 0, "estimated": 0}
+            return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "failed": 0}
         sql = (
             "SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens), 0) AS input_tokens,"
             " COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd,"
-            " COALESCE(SUM(status != 'ok'), 0) AS failed, COALESCE(SUM(usage_estimated), 0) AS estimated"
-            " FROM llm_calls"
+            " COALESCE(SUM(status != 'ok'), 0) AS failed FROM llm_calls"
         )
         row = self.conn.execute(sql + (" WHERE collection = ?" if collection else ""),
                                 (collection,) if collection else ()).fetchone()
