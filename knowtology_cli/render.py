@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .models import BrowseResult, ReadResult, SearchResult
+from .provenance import cite
 
 ALREADY_READ = "(already read — skip)"
 
@@ -38,14 +39,21 @@ def search_text(result: SearchResult, *, context: bool = False) -> str:
 
 
 def read_text(result: ReadResult, *, context: bool = False) -> str:
-    """Full text per chunk with a header line; repeats as ``[chunk_id] (already read — skip)``."""
+    """Full text per chunk with a header line; repeats as ``[chunk_id] (already read — skip)``.
+
+    The header cites the source: ``file.md:120-164`` (lines) or ``file.pdf:p3-4`` (pages) for
+    document chunks, ``file#index`` otherwise; then `` — `` and the section's title path.
+    """
     blocks = []
     for c in result.chunks:
         if c.already_read:
             blocks.append(f"[{c.chunk_id}] {ALREADY_READ}")
             continue
         where = c.path or "(unmapped)"
-        source = f"{c.file_name}#{c.chunk_index}" if c.file_name else c.doc_id
+        if c.file_name and (c.lines or c.pages):
+            source = cite(c.file_name, c.lines, c.pages)
+        else:
+            source = f"{c.file_name}#{c.chunk_index}" if c.file_name else c.doc_id
         if context:
             blocks.append(f'<chunk id="{c.chunk_id}" source="{source}" path="{where}">\n{c.text}\n</chunk>')
         else:

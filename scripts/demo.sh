@@ -32,4 +32,14 @@ step kt read "$id"
 $KT read "$id"
 step kt read "$id"   "# second read in the same session"
 $KT read "$id"
+step kt search "minimum shelf life left on chilled deliveries from suppliers" -k 1 --json "# where the top hit comes from"
+$KT search "minimum shelf life left on chilled deliveries from suppliers" -k 1 --json | .venv/bin/python -c '
+import json, sys
+hit = json.load(sys.stdin)["hits"][0]
+unit, span = ("lines", hit["lines"]) if hit.get("lines") else ("pages", hit.get("pages") or [0, 0])
+chunk, name, section = hit["chunk_id"], hit["file_name"], hit["section"]
+print(f"[{chunk}] {name}, {unit} {span[0]}-{span[1]} — {section}")'
+pdf=$($KT search "minimum shelf life left on chilled deliveries from suppliers" -k 1 --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["hits"][0]["chunk_id"])')
+step kt read "$pdf"   "# the header cites the source: file:lines, or file:pPAGES for a PDF"
+$KT read "$pdf"
 printf '\nStore: %s — try: %s browse, %s repl, %s mcp\n' "$KNOWTOLOGY_STORE" "$KT" "$KT" "$KT"

@@ -94,7 +94,8 @@ BAD: dict[str, tuple[dict[str, str | bytes], str, str]] = {
                       "'chunk_id' must be a string or integer"),
     "id-control-chars": ({"in.jsonl": _jsonl([{"id": "a\nb", "text": "t"}])}, "in.jsonl:1", "control characters"),
     "id-too-long": ({"in.jsonl": _jsonl([{"id": "x" * 600, "text": "t"}])}, "in.jsonl:1", "longer than"),
-    "unsupported-type": ({"in.pdf": b"%PDF-1.4"}, "in.pdf", "unsupported file type .pdf"),
+    "unsupported-type": ({"in.docx": b"PK\x03\x04"}, "in.docx", "unsupported file type .docx"),
+    "damaged-pdf": ({"in.pdf": b"%PDF-1.4"}, "in.pdf", "cannot read the PDF"),
 }
 
 
@@ -185,7 +186,7 @@ def test_directory_with_only_a_loop(cli, store: Path, tmp_path: Path) -> None:
     before = _snapshot(cli, store)
     result = cli("ingest", root, "--store", store)
     assert result.exit_code == 1
-    assert "no .md, .markdown, .txt, .rst or .jsonl files found — " in result.stderr
+    assert "no .md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm) or .jsonl files found — " in result.stderr
     assert _snapshot(cli, store) == before
 
 

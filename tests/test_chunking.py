@@ -1,4 +1,4 @@
-"""Tests of knowtology_cli.chunking: structure-aware splitting and its invariants."""
+"""Tests of knowtology_cli.chunking: token-sized chunks over parsed sections, ranges and junk."""
 
 from __future__ import annotations
 
@@ -8,80 +8,86 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowtology_cli.chunking import DocChunk, find_headings, normalise, split_document
+from knowtology_cli.chunking import DocChunk, chunk_document, has_prose, split_document
 from knowtology_cli.errors import ConfigError
+from knowtology_cli.parsers import parse
 from knowtology_cli.tokens import count_tokens
 
-_WS = re.compile(r"\s+")
+_WORDS = re.compile(r"[^\W_]+")
 
 
-def squash(text: str) -> str:
-    return _WS.sub("", text)
+def words(text: str) -> list[str]:
+    return _WORDS.findall(text)
 
 
 def check_invariants(text: str, chunks: list[DocChunk], max_tokens: int) -> None:
-    normalised, _ = normalise(text)
-    # Nothing lost, nothing duplicated (modulo whitespace), and in document order.
-    assert "".join(squash(c.text) for c in chunks) == squash(normalised)
-    previous_end = 1 if text.startswith("\ufeff") else 0
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    previous = 1
     for index, chunk in enumerate(chunks):
         assert chunk.index == index
         assert chunk.text and chunk.text == chunk.text.strip()
-        assert previous_end <= chunk.start < chunk.end <= len(text)
-        # Offsets point into the original text: the same characters, modulo CRLF / CR.
-        assert text[chunk.start : chunk.end].replace("\r\n", "\n").replace("\r", "\n") == chunk.text
-        assert not squash(text[previous_end : chunk.start])
-        previous_end = chunk.end
-        assert chunk.tokens == count_tokens(chunk.text)
-        assert chunk.tokens <= max_tokens
-    assert not squash(text[previous_end:])
+        assert count_tokens(chunk.text) <= chunk.tokens <= max_tokens
+        assert chunk.unit == "line"
+        assert previous <= chunk.start <= chunk.end <= len(lines)
+        previous = chunk.start
 
 
 # -- properties -----------------------------------------------------------------------------
 
-words = st.sampled_from(
+vocabulary = st.sampled_from(
     ["refund", "policy", "the", "parcel", "Perishables", "7", "days,", "über", "naïve", "日本語", "🙂",
-     "e.g.", "end.", "Why?", "wow!", "x" * 40, "https://example.com/a/very/long/path?q=1", "<|endoftext|>"]
+     "e.g.", "end.", "Why?", "wow!", "x" * 40, "https://example.com/a/very/long/path?q=1", "camelCase"]
 )
-sentences = st.lists(words, min_size=1, max_size=25).map(lambda ws: " ".join(ws) + ".")
+sentences = st.lists(vocabulary, min_size=1, max_size=25).map(lambda ws: " ".join(ws) + ".")
 paragraphs = st.lists(sentences, min_size=1, max_size=6).map(" ".join)
 headings = st.one_of(
-    st.builds(lambda n, t: "#" * n + " " + t, st.integers(1, 4), sentences),
     sentences.map(lambda t: f"{t}\n{'=' * len(t)}"),
     sentences.map(lambda t: f"{t}\n{'-' * len(t)}"),
     sentences.map(lambda t: f"{'~' * len(t)}\n{t}\n{'~' * len(t)}"),
 )
-fences = st.lists(sentences, min_size=1, max_size=4).map(lambda ls: "```\n# not a heading\n" + "\n".join(ls) + "\n```")
-blocks = st.one_of(paragraphs, paragraphs, headings, fences, st.text(max_size=80))
-documents = st.builds(
-    lambda bom, parts, newline: ("\ufeff" if bom else "") + "\n\n".join(parts).replace("\n", newline),
-    st.booleans(),
-    st.lists(blocks, max_size=14),
-    st.sampled_from(["\n", "\r\n", "\r"]),
-)
+blocks = st.lists(st.one_of(paragraphs.map(lambda p: (True, p)), headings.map(lambda h: (False, h))), max_size=14)
 sizes = st.tuples(st.integers(8, 60), st.integers(0, 40)).map(lambda t: (t[0] + t[1], t[0]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=documents, size=sizes)
-def test_split_invariants_on_structured_documents(text: str, size: tuple[int, int]) -> None:
+def is_subsequence(needle: list[str], haystack: list[str]) -> bool:
+    rest = iter(haystack)
+    return all(any(w == h for h in rest) for w in needle)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=blocks, size=sizes)
+def test_plain_text_keeps_every_prose_word_in_order_within_limits(parts: list[tuple[bool, str]],
+                                                                  size: tuple[int, int]) -> None:
     max_tokens, target = size
+    text = "\n\n".join(t for _, t in parts)
+    chunks = split_document(text, file_name="doc.txt", max_tokens=max_tokens, target_tokens=target)
+    check_invariants(text, chunks, max_tokens)
+    kept = [w for c in chunks for w in words(c.text)]
+    # Prose is never lost; a heading is kept unless it cannot share a chunk with what follows it.
+    assert is_subsequence(words(" ".join(t for prose, t in parts if prose)), kept)
+    assert is_subsequence(kept, words(text))
+    assert split_document(text, file_name="doc.txt", max_tokens=max_tokens, target_tokens=target) == chunks
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.one_of(paragraphs.map(lambda p: (True, p)), sentences.map(lambda t: (False, "## " + t))),
+                      max_size=12), size=sizes)
+def test_markdown_keeps_prose_and_each_line_range_holds_its_text(parts: list[tuple[bool, str]],
+                                                                 size: tuple[int, int]) -> None:
+    max_tokens, target = size
+    text = "\n\n".join(t for _, t in parts)
     chunks = split_document(text, file_name="doc.md", max_tokens=max_tokens, target_tokens=target)
     check_invariants(text, chunks, max_tokens)
-    assert split_document(text, file_name="doc.md", max_tokens=max_tokens, target_tokens=target) == chunks
-
-
-@settings(max_examples=150, deadline=None)
-@given(text=st.text(max_size=600), size=sizes, name=st.sampled_from(["a.md", "a.rst", "a.txt"]))
-def test_split_invariants_on_arbitrary_text(text: str, size: tuple[int, int], name: str) -> None:
-    max_tokens, target = size
-    chunks = split_document(text, file_name=name, max_tokens=max_tokens, target_tokens=target)
-    check_invariants(text, chunks, max_tokens)
+    kept = [w for c in chunks for w in words(c.text)]
+    assert is_subsequence(words(" ".join(t for prose, t in parts if prose)), kept)
+    lines = text.split("\n")
+    for chunk in chunks:  # Markdown chunks are source slices: their words are in their line range
+        assert set(words(chunk.text)) <= set(words("\n".join(lines[chunk.start - 1 : chunk.end])))
 
 
 # -- concrete documents ---------------------------------------------------------------------
 
-def test_markdown_heading_trail_becomes_title() -> None:
+def test_markdown_heading_trail_becomes_title_and_ranges_are_lines() -> None:
     body = " ".join(f"Perishable item {i} cannot be returned once opened." for i in range(60))
     text = (
         "# Refund policy\n\nRefunds are paid within 7 days.\n\n"
@@ -91,22 +97,19 @@ def test_markdown_heading_trail_becomes_title() -> None:
     )
     chunks = split_document(text, file_name="policy.md", max_tokens=120, target_tokens=80)
     check_invariants(text, chunks, 120)
-    titles = [c.title for c in chunks]
-    assert titles[-1] == "Shipping"
+    assert chunks[-1].title == "Shipping" and chunks[-1].section == "Shipping"
+    assert (chunks[-1].start, chunks[-1].end) == (13, 15)
     perishables = [c for c in chunks if "Perishable item 30 " in c.text]
-    assert len(perishables) == 1
-    assert perishables[0].title == "Refund policy › Perishables"
-    # No chunk mixes the two top-level sections.
+    assert len(perishables) == 1 and perishables[0].title == "Refund policy › Perishables"
+    assert perishables[0].start == perishables[0].end == 7  # a split paragraph keeps its one line
     assert not any("Refund" in c.text and "worldwide" in c.text for c in chunks)
-    assert all(c.tokens <= 120 for c in chunks) and len(chunks) >= 4
 
 
 def test_small_sibling_sections_are_packed_with_their_common_heading() -> None:
     text = "# FAQ\n\n## Refunds?\n\nWithin 7 days.\n\n## Shipping?\n\nWorldwide.\n"
-    chunks = split_document(text, file_name="faq.md")
-    assert len(chunks) == 1
-    assert chunks[0].title == "FAQ"
-    assert chunks[0].text == text.strip()
+    (chunk,) = split_document(text, file_name="faq.md")
+    assert (chunk.title, chunk.start, chunk.end) == ("FAQ", 1, 9)
+    assert chunk.text == text.strip()
 
 
 def test_top_level_sections_are_not_packed_together() -> None:
@@ -116,45 +119,35 @@ def test_top_level_sections_are_not_packed_together() -> None:
     assert [c.text for c in chunks] == ["# Returns\n\nWithin 7 days.", "# Shipping\n\nWorldwide."]
 
 
-def test_rest_underlined_headings_and_levels() -> None:
-    text = (
-        "==========\nUser guide\n==========\n\nIntro text.\n\n"
-        "Installing\n----------\n\nRun the installer.\n\n"
-        "On Linux\n~~~~~~~~\n\nUse the package manager.\n"
-    )
-    assert [(h.level, h.title) for h in find_headings(text)] == [
-        (1, "User guide"), (2, "Installing"), (3, "On Linux")
-    ]
-    chunks = split_document(text, file_name="guide.rst", max_tokens=12, target_tokens=8)
-    check_invariants(text, chunks, 12)
-    assert chunks[-1].title == "User guide › Installing › On Linux"
-    assert chunks[-1].text.startswith("On Linux\n~~~~~~~~")
+def test_heading_only_section_is_merged_into_the_next_and_counted() -> None:
+    prose = " ".join(f"Sentence {i} about cold chain handling." for i in range(40))
+    text = f"# Manual\n\n{prose}\n\n## Chapter 2\n\n### 2.1 Vans\n\n{prose}\n"
+    result = chunk_document(parse(text, name="m.md"), file_name="m.md", max_tokens=400, target_tokens=300)
+    assert result.junk_merged == 1
+    assert all(has_prose(re.sub(r"^#+ .*$", "", c.text, flags=re.M)) for c in result.chunks)
+    second = result.chunks[1]
+    assert second.text.startswith("## Chapter 2\n\n### 2.1 Vans\n\n")
+    assert second.title == "Manual › Chapter 2 › 2.1 Vans" and second.start == 5
 
 
-def test_hash_lines_are_not_headings_in_rst_or_code_fences() -> None:
-    assert find_headings("# comment\n\ntext\n", atx=False) == []
-    fenced = "Intro.\n\n```bash\n# install it\npip install x\n```\n"
-    assert find_headings(fenced) == []
-    assert split_document(fenced, file_name="a.md")[0].title == "a.md"
+def test_rules_modelines_and_comments_are_dropped_and_counted() -> None:
+    text = "Intro text.\n\n-----\n\n<!-- vim: set ft=markdown: -->\n\n---\n\nMore text.\n\nvim: set ts=4 sw=4 :\n"
+    result = chunk_document(parse(text, name="a.md"), file_name="a.md")
+    assert [c.text for c in result.chunks] == ["Intro text.\n\nMore text."]
+    assert result.junk_dropped == 4
+    assert not has_prose("| --- | --- |") and not has_prose("# vim: set ft=rst :") and has_prose("A")
 
 
-def test_front_matter_is_not_a_heading() -> None:
-    text = "---\ntitle: Guide\n---\n\n# Real heading\n\nBody.\n"
-    assert [h.title for h in find_headings(text)] == ["Real heading"]
-
-
-def test_text_without_headings_is_titled_by_file_name() -> None:
-    chunks = split_document("Just some notes.\n", file_name="notes/todo.txt")
-    assert [(c.title, c.text) for c in chunks] == [("todo.txt", "Just some notes.")]
+def test_text_without_headings_is_titled_by_name_without_extensions() -> None:
+    chunks = split_document("Just some notes.\n", file_name="notes/os.path.rst.txt")
+    assert [(c.title, c.section, c.text) for c in chunks] == [("os.path", "", "Just some notes.")]
 
 
 def test_long_paragraph_splits_at_sentence_ends() -> None:
     text = " ".join(f"Sentence number {i} talks about refunds and parcels." for i in range(200))
     chunks = split_document(text, file_name="a.txt", max_tokens=60, target_tokens=40)
     check_invariants(text, chunks, 60)
-    assert len(chunks) > 5
-    assert all(c.text.endswith(".") for c in chunks)
-    assert all(c.tokens >= 15 for c in chunks)
+    assert len(chunks) > 5 and all(c.text.endswith(".") for c in chunks)
 
 
 def test_paragraph_boundaries_are_preferred_over_sentences() -> None:
@@ -162,9 +155,8 @@ def test_paragraph_boundaries_are_preferred_over_sentences() -> None:
     text = "\n\n".join(paragraphs)
     chunks = split_document(text, file_name="a.txt", max_tokens=160, target_tokens=120)
     check_invariants(text, chunks, 160)
-    # Every chunk is made of whole paragraphs (54 tokens each: two fit the target, three do not).
     assert [part for c in chunks for part in c.text.split("\n\n")] == paragraphs
-    assert len(chunks) == 4
+    assert [(c.start, c.end) for c in chunks] == [(1, 3), (5, 7), (9, 11), (13, 15)]
 
 
 def test_unbroken_text_is_cut_between_tokens() -> None:
@@ -172,30 +164,22 @@ def test_unbroken_text_is_cut_between_tokens() -> None:
     chunks = split_document(text, file_name="blob.txt", max_tokens=50, target_tokens=30)
     check_invariants(text, chunks, 50)
     assert "".join(c.text for c in chunks) == text
-    assert len(chunks) > 1
 
 
-def test_long_word_run_is_cut_at_spaces() -> None:
-    text = " ".join(["word"] * 3000)
-    chunks = split_document(text, file_name="a.txt", max_tokens=100, target_tokens=60)
+def test_long_line_block_split_keeps_line_ranges_within_the_block() -> None:
+    lines = [f"- item {i} keeps the van at five degrees or colder" for i in range(80)]
+    text = "# List\n\n" + "\n".join(lines) + "\n"
+    chunks = split_document(text, file_name="l.md", max_tokens=100, target_tokens=80)
     check_invariants(text, chunks, 100)
-    assert all(set(c.text.split(" ")) == {"word"} for c in chunks)
+    assert len(chunks) > 3
+    for chunk in chunks[1:]:
+        first = int(re.search(r"item (\d+)", chunk.text).group(1))
+        assert chunk.start == first + 3
 
 
-def test_small_trailing_piece_is_merged_into_the_previous_chunk() -> None:
-    # 6 sentences of ~10 tokens, target 30: packing gives 3 + 3 sentences... plus a 2-token tail.
-    text = " ".join(f"This sentence number {i} has ten tokens." for i in range(6)) + " Bye."
-    chunks = split_document(text, file_name="a.txt", max_tokens=70, target_tokens=30, min_tokens=5)
-    check_invariants(text, chunks, 70)
-    assert chunks[-1].text.endswith("has ten tokens. Bye.")
-
-
-def test_crlf_and_bom_offsets_point_into_the_original() -> None:
-    text = "\ufeff# Title\r\n\r\nFirst line.\r\nSecond line.\r\n"
-    (chunk,) = split_document(text, file_name="a.md")
-    assert chunk.text == "# Title\n\nFirst line.\nSecond line."
-    assert chunk.start == 1
-    assert text[chunk.start : chunk.end] == "# Title\r\n\r\nFirst line.\r\nSecond line."
+def test_crlf_and_bom_are_normalised() -> None:
+    (chunk,) = split_document("\ufeff# Title\r\n\r\nFirst line.\r\nSecond line.\r\n", file_name="a.md")
+    assert chunk.text == "# Title\n\nFirst line.\nSecond line." and (chunk.start, chunk.end) == (1, 4)
 
 
 @pytest.mark.parametrize("text", ["", "   \n\n\t", "\ufeff", "\r\n\r\n"])

@@ -107,6 +107,18 @@ def test_mappings_filter_by_subtree_and_ids(tree: TreeStore) -> None:
     assert tree.mapping_hashes("c") == {"r1": "h-r1", "r2": "h-r2", "s1": "h-s1", "o1": "h-o1"}
 
 
+def test_mappings_keep_section_and_source_range(tree: TreeStore) -> None:
+    tree.ensure_collection(CollectionInfo(name="c", embedder="hash", dimension=8))
+    lines = ChunkMapping(collection="c", chunk_id="a#0", tree_node_id=0, snippet="s", file_name="a.md",
+                         path="Docs", section="Billing › Refunds", lines=(12, 30))
+    pages = lines.model_copy(update={"chunk_id": "b#0", "file_name": "b.pdf", "lines": None, "pages": (3, 4),
+                                     "section": ""})
+    plain = lines.model_copy(update={"chunk_id": "c#0", "section": "", "lines": None})
+    tree.apply("c", [], [(lines, "h1"), (pages, "h2"), (plain, "h3")])
+    got = {m.chunk_id: (m.section, m.lines, m.pages) for m in tree.mappings("c")}
+    assert got == {"a#0": ("Billing › Refunds", (12, 30), None), "b#0": ("", None, (3, 4)), "c#0": ("", None, None)}
+
+
 def test_remap_remove_and_empty_categories_disappear(tree: TreeStore) -> None:
     _seed(tree)
     tree.apply("c", [], [_m("s1", "Policies/Refunds", "shipping.md", 0)])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models import BuildReport, ChunkMapping, TreeReply
+from ..provenance import provenance
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
@@ -36,7 +37,7 @@ def apply_reply(kb: KnowledgeBase, collection: str, reply: TreeReply, hashes: di
             continue
         mappings.append((ChunkMapping(collection=collection, chunk_id=a.chunk_id, tree_node_id=0, snippet=a.snippet,
                                       doc_id=c.doc_id, file_name=c.file_name, chunk_index=c.chunk_index,
-                                      path=a.path), hashes.get(a.chunk_id, c.content_hash)))
+                                      path=a.path, **provenance(c.metadata)), hashes.get(a.chunk_id, c.content_hash)))
     kb.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace)
 
 

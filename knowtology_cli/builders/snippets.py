@@ -1,4 +1,10 @@
-"""One-line extractive snippets: what a chunk contains, in ~50-120 characters, no Markdown."""
+"""One-line extractive snippets: what a chunk contains, in ~50-120 characters, no markup.
+
+Markdown is stripped, and so is the reStructuredText that reaches a snippet through JSONL chunks
+(documents are rendered to clean text by their parsers already): roles show their text
+(``:func:`parse``` -> ``parse``), directive and comment lines, option lines, substitution
+definitions, editor modelines and title adornments of any character are left out.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,20 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*(\n|\Z)", re.S)
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _BOLD_LINE = re.compile(r"^(\*\*|__)([^*_].{0,80}?)\1:?$")
 _SETEXT = re.compile(r"^\s*(=+|-+)\s*$")
+_ADORNMENT = re.compile(r"^\s*([=\-~^\"'`:#*+_<>.])\1{2,}\s*$")
+_ROLE = re.compile(r"(?<![\w`]):(?:[A-Za-z][\w.+-]*:)+`([^`]+)`")
+_TITLED = re.compile(r"^(.*?\S)\s*<[^<>]+>$", re.S)
+_REST_LINK = re.compile(r"(?<![\w`])`([^`<]+?)(?:\s*<[^>`]*>)?`__?(?!\w)")
+_DIRECTIVE = re.compile(r"^\s*\.\.\s+([A-Za-z][\w.+:-]*)::\s*(.*)$")
+_REST_COMMENT = re.compile(r"^\s*\.\.(?:\s|$)")
+_SUBSTITUTION = re.compile(r"^\s*\.\.\s+\|[^|]+\|\s+[\w:-]+::")
+_OPTION = re.compile(r"^\s*:[\w-]+:(?:\s|$)")
+_MODELINE = re.compile(r"^\W*(?:(?:vim?|ex)\s*:\s*(?:set?\s+)?[\w=:,.+\- ]+:?|-\*-.*-\*-)\W*$", re.I)
+_EM_DASH = re.compile(r"(?<=\s)---?(?=\s)")
+#: Directives that build navigation or indexes: their lines and arguments say nothing.
+_NAV_DIRECTIVES = frozenset({"toctree", "index", "contents", "sectnum", "autosummary", "highlight",
+                             "currentmodule", "module", "tabularcolumns", "include", "literalinclude",
+                             "raw", "meta", "default-role", "role", "only"})
 _RULE = re.compile(r"^\s*([-*_]\s*){3,}$")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
@@ -65,10 +85,24 @@ def one_line(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+def _role_text(target: str) -> str:
+    """What a reST role shows: the title of ``Title <target>``, else the target (``~a.b`` -> ``b``)."""
+    titled = _TITLED.match(target)
+    if titled:
+        return titled.group(1)
+    target = target.lstrip("!")
+    return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
+
+
 def _inline(text: str) -> str:
     """Strip inline Markdown (links, emphasis, code spans, HTML) from one line."""
+    if ":`" in text:
+        text = _ROLE.sub(lambda m: _role_text(m.group(1)), text)
+    if " -" in text:
+        text = _EM_DASH.sub("—", text)
     if not _INLINE_MARK.search(text):
         return text
+    text = _REST_LINK.sub(r"\1", text)
     text = _HTML_COMMENT.sub(" ", text)
     text = _IMAGE.sub(r"\1", text)
     text = _LINK.sub(r"\1", text)
@@ -94,6 +128,8 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     code: list[str] = []
     paragraph: list[str] = []
     in_fence = False
+    in_directive = False
+    previous_directive = False
 
     def in_navigation() -> bool:
         return bool(headings) and bool(_NAV_HEADING.match(headings[-1]))
@@ -120,6 +156,23 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
         if not line or _LINK_DEF.match(line):
             flush()
             continue
+        if in_directive and raw[:1] in (" ", "\t"):  # the indented body of a dropped directive / comment
+            continue
+        in_directive = False
+        directive = _DIRECTIVE.match(line)
+        if directive or _SUBSTITUTION.match(line) or _REST_COMMENT.match(line) or _MODELINE.match(line):
+            flush()
+            name = directive.group(1).rsplit(":", 1)[-1].lower() if directive else ""
+            if directive and name not in _NAV_DIRECTIVES and not _SUBSTITUTION.match(line):
+                if directive.group(2).strip():
+                    paragraph.append(directive.group(2).strip())
+                previous_directive = True
+                continue
+            in_directive = True
+            continue
+        if previous_directive and _OPTION.match(line):
+            continue
+        previous_directive = False
         heading = _HEADING.match(line)
         if heading:
             flush()
@@ -129,11 +182,11 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
         if bold and not paragraph:  # a bold line on its own acts as a sub-heading
             headings.append(one_line(_inline(bold.group(2))))
             continue
-        if _SETEXT.match(line) and paragraph:
+        if (_SETEXT.match(line) or _ADORNMENT.match(line)) and len(paragraph) == 1:
             headings.append(one_line(_inline(" ".join(paragraph))))
             paragraph.clear()
             continue
-        if _RULE.match(line) or _TABLE_SEP.match(line):
+        if _RULE.match(line) or _TABLE_SEP.match(line) or _ADORNMENT.match(line):
             flush()
             continue
         if line.startswith("|") or (line.count("|") >= 2 and not paragraph):

@@ -63,6 +63,9 @@ def ingest(
     out.print(f"{report.collection}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
               f"{report.deleted} deleted — {report.total} chunks ({report.embedded} embedded with {report.embedder}, "
               f"{report.seconds:.1f}s)")
+    if report.junk_merged or report.junk_dropped:
+        out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
+                  f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
     if report.skipped:
         out.print(f"skipped {report.skipped} invalid input(s):")
         for problem in report.problems:
@@ -231,9 +234,10 @@ def session_reset(name: Annotated[str | None, typer.Argument(help="Session name 
 
 def _register_extensions() -> None:
     """Commands that live in their own modules (agents, integrations, benchmarks, scale-out)."""
-    from . import agents, bench, scale
+    from . import agents, bench, export, scale
 
     agents.register(app)
+    export.register(app)
     bench.register(app)
     scale.register(app)
 

@@ -2,7 +2,7 @@
 
 Request bodies are the tools' argument models, responses carry the compact agent ``text`` plus the
 typed ``result`` record. The read-history session comes from the ``X-Knowtology-Session`` header.
-With a token every route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
+``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
 anything but loopback without one. Library errors map to their HTTP status with
 ``{"detail": {"code", "message", "hint"}}``.
 """
@@ -141,7 +141,26 @@ def create_app(tools: KnowledgeMapTools, *, token: str | None = None) -> Any:
         f"Send `{SESSION_HEADER}` to keep a read history per client.",
     )
     app.include_router(create_router(tools, token=token))
+    _add_map_page(app, tools, token)
     return app
+
+
+def _add_map_page(app: Any, tools: KnowledgeMapTools, token: str | None) -> None:
+    """``GET /``: the collection's tree as the self-contained HTML page of ``kt export --format html``."""
+    from fastapi import Depends, HTTPException
+    from fastapi.responses import HTMLResponse
+
+    from knowtology_cli.export_page import CONTENT_SECURITY_POLICY
+
+    def map_page() -> HTMLResponse:
+        try:
+            page = tools.kb.export_tree(fmt="html", collection=tools.collection).text
+        except KnowtologyError as exc:
+            raise HTTPException(status_code=exc.http_status, detail=exc.to_dict()) from exc
+        return HTMLResponse(page, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+
+    app.add_api_route("/", map_page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False,
+                      dependencies=[Depends(_bearer_check(token))] if token else [])
 
 
 def serve(
@@ -159,7 +178,7 @@ def serve(
 
     app = create_app(tools, token=token)
     announce(f"serving the knowledge map of collection {tools.collection!r} on http://{host}:{port}/km "
-             f"(docs: /docs{', bearer token required' if token else ''})")
+             f"(map: /, docs: /docs{', bearer token required' if token else ''})")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

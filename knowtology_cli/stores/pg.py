@@ -18,6 +18,7 @@ from typing import Any
 
 from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
+from knowtology_cli.provenance import provenance, provenance_json
 
 from .base import CollectionInfo, ScoredId, TreeStore, ensure_path, log_row, subtree_counts
 from .sqlite import split_path
@@ -102,7 +103,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session, collection, chunk_id)
     );
     """,
-    # 3: the LLM log says how many attempts a call took and whether its usage was estimated
+    # 3: where each mapped chunk comes from (section, lines / pages)
+    """
+    ALTER TABLE kt_chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
+    """,
+    # 4: the LLM log says how many attempts a call took and whether its usage was estimated
     """
     ALTER TABLE kt_llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE kt_llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
@@ -200,7 +205,7 @@ def _node(row: dict[str, Any]) -> TreeNode:
 def _mapping(row: dict[str, Any]) -> ChunkMapping:
     return ChunkMapping(collection=row["collection"], chunk_id=row["chunk_id"], tree_node_id=row["tree_node_id"],
                         snippet=row["snippet"], doc_id=row["doc_id"], file_name=row["file_name"],
-                        chunk_index=row["chunk_index"], path=row["path"])
+                        chunk_index=row["chunk_index"], path=row["path"], **provenance(row.get("provenance") or ""))
 
 
 def _collection(row: dict[str, Any]) -> CollectionInfo:
@@ -347,15 +352,16 @@ class PostgresTreeStore(TreeStore):
             for mapping, content_hash in mappings:
                 node_id = ensure(mapping.path, None)
                 rows.append((collection, mapping.chunk_id, node_id, mapping.snippet, mapping.doc_id,
-                             mapping.file_name, mapping.chunk_index, content_hash))
+                             mapping.file_name, mapping.chunk_index, content_hash, provenance_json(mapping.model_dump())))
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO kt_chunk_mappings (collection, chunk_id, tree_node_id, snippet, doc_id,"
-                        " file_name, chunk_index, content_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                        " file_name, chunk_index, content_hash, provenance) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                         " ON CONFLICT (collection, chunk_id) DO UPDATE SET tree_node_id = EXCLUDED.tree_node_id,"
                         " snippet = EXCLUDED.snippet, doc_id = EXCLUDED.doc_id, file_name = EXCLUDED.file_name,"
-                        " chunk_index = EXCLUDED.chunk_index, content_hash = EXCLUDED.content_hash",
+                        " chunk_index = EXCLUDED.chunk_index, content_hash = EXCLUDED.content_hash,"
+                        " provenance = EXCLUDED.provenance",
                         rows,
                     )
             _recount(conn, collection)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..models import Category, ChunkMapping, TreeNode
+from ..provenance import provenance, provenance_json
 from .base import CollectionInfo, TreeStore, ensure_path, log_row, subtree_counts
 
 MIGRATIONS: list[str] = [
@@ -72,7 +73,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX ix_llm_calls_hash ON llm_calls (prompt_hash, status);
     """,
-    # 2: the LLM log says how many attempts a call took and whether its usage was estimated
+    # 2: where each mapped chunk comes from (section, lines / pages), for browse without the vector store
+    """
+    ALTER TABLE chunk_mappings ADD COLUMN provenance TEXT NOT NULL DEFAULT ''
+    """,
+    # 3: the LLM log says how many attempts a call took and whether its usage was estimated
     """
     ALTER TABLE llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0
@@ -103,6 +108,7 @@ def _mapping(row: sqlite3.Row) -> ChunkMapping:
         file_name=row["file_name"],
         chunk_index=row["chunk_index"],
         path=row["path"],
+        **provenance(row["provenance"] if "provenance" in row.keys() else ""),
     )
 
 
@@ -325,11 +331,11 @@ class SQLiteTreeStore(TreeStore):
                 node_id = ensure(mapping.path, None)
                 rows.append(
                     (collection, mapping.chunk_id, node_id, mapping.snippet, mapping.doc_id,
-                     mapping.file_name, mapping.chunk_index, content_hash)
+                     mapping.file_name, mapping.chunk_index, content_hash, provenance_json(mapping.model_dump()))
                 )
             conn.executemany(
                 "INSERT OR REPLACE INTO chunk_mappings (collection, chunk_id, tree_node_id, snippet, doc_id,"
-                " file_name, chunk_index, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " file_name, chunk_index, content_hash, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             _recount(conn, collection)

@@ -1,0 +1,245 @@
+"""Document parsers behind one interface: a file (path or bytes) in, titled sections of clean blocks out.
+
+Every format has a parser made for it: Markdown (markdown-it-py, CommonMark), reStructuredText
+(docutils), HTML (lxml), PDF (pypdfium2) and plain text (paragraphs). Each returns a `Document`:
+sections with their title path (``Billing › Refunds › Partial refunds``) made of `Block`s whose
+text is clean (no markup a reader would trip over) and which know their place in the source —
+lines for text formats, pages for PDF — so a chunk can be cited and the original opened there.
+
+Formats are recognised by content type first, then by the file name with compound extensions
+(``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
+an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
+``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
+
+Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
+version re-chunks the files it reads while unchanged files under the same version embed nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import ConfigError, InputError
+
+__all__ = [
+    "DOCUMENT_FORMATS",
+    "PARSER_VERSIONS",
+    "TITLE_SEPARATOR",
+    "Block",
+    "Document",
+    "Section",
+    "detect_format",
+    "display_name",
+    "parse",
+    "parser_version",
+]
+
+TITLE_SEPARATOR = " › "
+
+#: Bumped whenever a parser's output for the same input changes; stored with every chunk.
+PARSER_VERSIONS: dict[str, int] = {"markdown": 1, "rst": 1, "html": 1, "pdf": 1, "text": 1}
+
+#: File-name extensions of each format (the last one, or the last two for compound names).
+_EXTENSIONS: dict[str, str] = {
+    ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown",
+    ".rst": "rst", ".rest": "rst",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".pdf": "pdf",
+    ".txt": "text", ".text": "text",
+}
+#: ``X.txt`` where X is another format's extension is that format saved as text (Sphinx writes
+#: its sources as ``page.rst.txt``; Markdown exports often end ``.md.txt``).
+_TEXT_WRAPPERS = (".txt", ".text")
+_CONTENT_TYPES: dict[str, str] = {
+    "text/markdown": "markdown", "text/x-markdown": "markdown",
+    "text/x-rst": "rst", "text/prs.fallenstein.rst": "rst",
+    "text/html": "html", "application/xhtml+xml": "html",
+    "application/pdf": "pdf",
+    "text/plain": "text",
+}
+DOCUMENT_FORMATS = frozenset(_CONTENT_TYPES.values())
+_EXTRAS = {"html": ("html", "lxml"), "pdf": ("pdf", "pypdfium2")}
+_HTML_START = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.I | re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One unit of a section: a paragraph, list, table, code block or heading, as clean text.
+
+    Attributes:
+        text: the block's text; structure kept the Markdown way (``- `` items, ``| a | b |``
+            table rows, fenced code), inline markup gone (Markdown sources keep their own).
+        start: first source line (text formats) or page (PDF), 1-based.
+        end: last source line or page, inclusive.
+        kind: ``heading``, ``text``, ``list``, ``table``, ``code`` or ``quote``.
+    """
+
+    text: str
+    start: int
+    end: int
+    kind: str = "text"
+
+
+@dataclass(frozen=True)
+class Section:
+    """Blocks under one heading; ``titles`` is the heading trail from the document's top."""
+
+    titles: tuple[str, ...]
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed document.
+
+    Attributes:
+        format: ``markdown``, ``rst``, ``html``, ``pdf`` or ``text``.
+        unit: ``line`` or ``page``: what `Block.start` / `Block.end` count.
+        sections: in document order.
+        title: the document's own title when it states one (front matter, ``<title>``, PDF
+            metadata); headings are in the sections' title paths already.
+        parser: the parser's name and version as recorded in the store, e.g. ``markdown/1``.
+        dropped: blocks left out as no content (comments, directives like ``toctree``,
+            navigation, running page headers), for the ingest summary.
+    """
+
+    format: str
+    unit: str
+    sections: tuple[Section, ...]
+    title: str = ""
+    parser: str = ""
+    dropped: int = 0
+
+
+def display_name(file_name: str) -> str:
+    """A file's name as shown to people: no folder, no document extensions, case kept.
+
+    ``docs/api/os.path.rst.txt`` -> ``os.path``; ``faq-billing.md`` -> ``faq-billing``. Only
+    extensions of document formats (and JSONL) are removed, so dotted identifiers survive.
+    """
+    name = PurePosixPath(file_name.replace("\\", "/")).name or file_name
+    for _ in range(2):
+        stem, dot, ext = name.rpartition(".")
+        if not dot or not stem or f".{ext.lower()}" not in (*_EXTENSIONS, ".jsonl", ".ndjson"):
+            break
+        name = stem
+    return name
+
+
+def detect_format(name: str, *, content_type: str | None = None, head: bytes | None = None) -> str | None:
+    """The document format of a file, or None when it is not a document this package reads.
+
+    Args:
+        name: the file's name or path; compound extensions count (``a.rst.txt`` is reST).
+        content_type: a MIME type (``text/html; charset=utf-8``), which wins when it is known.
+        head: the file's first bytes, to recognise a PDF or an HTML page behind another name.
+    """
+    if content_type:
+        known = _CONTENT_TYPES.get(content_type.split(";", 1)[0].strip().lower())
+        if known and not (known == "text" and name):
+            return known
+    suffixes = [s.lower() for s in PurePosixPath(name.replace("\\", "/")).suffixes]
+    by_name = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
+    if by_name == "text" and len(suffixes) >= 2 and suffixes[-1] in _TEXT_WRAPPERS:
+        inner = _EXTENSIONS.get(suffixes[-2])
+        if inner in ("markdown", "rst", "html"):
+            by_name = inner
+    if head is not None:
+        if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"%PDF-"):
+            return "pdf"
+        if by_name in (None, "text") and _HTML_START.match(head[:4096]):
+            return "html"
+    return by_name
+
+
+def parser_version(fmt: str) -> str:
+    """``format/version`` as recorded with every chunk of a file parsed as ``fmt``."""
+    return f"{fmt}/{PARSER_VERSIONS[fmt]}"
+
+
+def _parser(fmt: str) -> Callable[..., Document]:
+    if fmt == "markdown":
+        from .markdown import parse_markdown
+
+        return parse_markdown
+    if fmt == "rst":
+        from .rst import parse_rst
+
+        return parse_rst
+    if fmt == "text":
+        from .text import parse_text
+
+        return parse_text
+    if fmt in _EXTRAS:
+        extra, module = _EXTRAS[fmt]
+        try:
+            if fmt == "html":
+                from .html import parse_html as parser
+            else:
+                from .pdf import parse_pdf as parser
+        except ImportError as exc:
+            raise ConfigError(
+                f"reading {fmt.upper()} needs the optional {module} parser, which is not installed",
+                hint=f"pip install 'knowtology-cli[{extra}]' (make install includes it)",
+            ) from exc
+        return parser
+    raise ConfigError(f"unknown document format {fmt!r}", hint=f"use one of {', '.join(sorted(DOCUMENT_FORMATS))}")
+
+
+def decode_text(data: bytes, label: str) -> str:
+    """UTF-8 text of a text-format file (a BOM is dropped); `InputError` naming the line otherwise."""
+    if b"\x00" in data[:8192]:
+        raise InputError(f"{label}: binary file — ingest Markdown, reST, HTML, PDF, text or JSONL only")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{label}:{line}: not valid UTF-8 (byte {exc.start}) — re-encode the file as UTF-8"
+        ) from exc
+
+
+def parse(
+    source: str | Path | bytes,
+    *,
+    name: str | None = None,
+    format: str | None = None,  # noqa: A002 - the natural keyword for callers
+    content_type: str | None = None,
+) -> Document:
+    """Parse one document into sections of clean, located blocks.
+
+    Args:
+        source: a path, or the file's bytes (``str`` is taken as the text of a text format).
+        name: the file name used for format detection and messages (default: the path).
+        format: force a format (``markdown``, ``rst``, ``html``, ``pdf``, ``text``).
+        content_type: a MIME type, used before the name to detect the format.
+
+    Raises:
+        InputError: undecodable text or a damaged PDF (message ``name: what — what to do``).
+        ConfigError: the format cannot be recognised, or its optional parser is not installed.
+    """
+    if isinstance(source, Path):
+        label = name or source.as_posix()
+        data: bytes | str = source.read_bytes()
+    else:
+        label = name or "<document>"
+        data = source
+    head = data[:4096] if isinstance(data, bytes) else None
+    fmt = format or detect_format(label, content_type=content_type, head=head)
+    if fmt is None:
+        raise ConfigError(
+            f"{label}: cannot tell the document format",
+            hint="use a .md, .rst, .html, .pdf or .txt name, or give the format",
+        )
+    parser = _parser(fmt)
+    if fmt == "pdf":
+        if isinstance(data, str):
+            raise InputError(f"{label}: a PDF must be given as bytes")
+        return parser(data, name=label)
+    if fmt == "html" and isinstance(data, bytes):
+        return parser(data, name=label)
+    text = decode_text(data, label) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    return parser(text, name=label)

@@ -1,0 +1,110 @@
+"""Markdown through markdown-it-py (CommonMark + GFM tables, YAML front matter).
+
+Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
+chunk of Markdown is still Markdown (fenced code whole, tables as written) and its line range is
+exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. Front matter,
+thematic breaks, link reference definitions and HTML comments carry no prose and are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from . import Block, Document, Section, parser_version
+from .inline import strip_tags
+
+_COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
+_FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
+_KINDS = {
+    "heading_open": "heading", "paragraph_open": "text", "bullet_list_open": "list",
+    "ordered_list_open": "list", "blockquote_open": "quote", "table_open": "table",
+    "fence": "code", "code_block": "code", "html_block": "text",
+}
+
+
+@lru_cache(maxsize=1)
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
+    # Inline parsing runs only on headings (see `heading_text`): block structure is all chunking needs.
+    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
+
+
+@lru_cache(maxsize=1)
+def _inline_markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
+
+
+def heading_text(source: str) -> str:
+    """Plain text of a heading's inline Markdown."""
+    tokens = _inline_markdown().parseInline(source)
+    return inline_text(tokens[0]) if tokens else source.strip()
+
+
+def inline_text(token: Any) -> str:
+    """Plain text of an inline token: emphasis, links and code marks gone, HTML tags stripped."""
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(child.content)
+        elif child.type == "html_inline":
+            parts.append(strip_tags(child.content))
+    return re.sub(r"\s+", " ", "".join(parts)).strip()
+
+
+def parse_markdown(text: str, *, name: str = "") -> Document:
+    """Sections of a Markdown document; see the module docstring."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    tokens = _markdown().parse("\n".join(lines))
+    sections: list[Section] = []
+    stack: list[tuple[int, str]] = []
+    titles: tuple[str, ...] = ()
+    blocks: list[Block] = []
+    title = ""
+    dropped = 0
+
+    def close() -> None:
+        if blocks:
+            sections.append(Section(titles, tuple(blocks)))
+        blocks.clear()
+
+    for index, token in enumerate(tokens):
+        if token.level != 0 or token.nesting == -1 or not token.map:
+            continue
+        first, last = token.map
+        source = "\n".join(lines[first:last]).strip("\n")
+        if token.type == "front_matter":
+            found = _FRONT_TITLE.search(token.content)
+            title = found.group(1).strip("'\" ") if found else ""
+            dropped += 1
+            continue
+        kind = _KINDS.get(token.type)
+        if kind is None or not source.strip():  # hr, and anything without text
+            dropped += 1
+            continue
+        if token.type == "html_block":
+            if _COMMENT_ONLY.match(source) or not strip_tags(source).strip():
+                dropped += 1
+                continue
+        if kind == "heading":
+            level = int(token.tag[1])
+            heading = heading_text(tokens[index + 1].content)
+            close()
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            if heading:
+                stack.append((level, heading))
+            titles = tuple(t for _, t in stack)
+        blocks.append(Block(source, first + 1, max(first + 1, last), kind))
+    close()
+    return Document(format="markdown", unit="line", sections=tuple(sections), title=title,
+                    parser=parser_version("markdown"), dropped=dropped)

@@ -1,0 +1,185 @@
+"""PDF through pypdfium2 (Google's PDFium, the engine of Chrome's PDF viewer); pages are the provenance.
+
+PDFium was chosen by measurement (`benchmarks/parser_choice.py`): on the same generated PDFs it
+extracts text as faithfully as pdfminer.six and pypdf and an order of magnitude faster, and it
+reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
+than the document's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
+``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
+aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
+
+The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
+line that reads as the title when there is one. Without an outline a PDF is one titled section.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import pypdfium2 as pdfium
+
+from ..errors import InputError
+from . import Block, Document, Section, parser_version
+from .inline import flow
+
+#: Line spacing (in font heights) above this multiple of the document's usual spacing starts a paragraph.
+PARAGRAPH_GAP = 1.45
+#: A first/last line whose digit-free form is on at least this share of pages is a running header.
+RUNNING_SHARE = 0.5
+#: ... and on at least this many pages (a two-page PDF needs the line on both).
+RUNNING_MIN_PAGES = 2
+_PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
+_DIGITS = re.compile(r"\d+")
+_LINE = re.compile(r"[^\r\n]+")
+
+
+def _open(data: bytes, name: str) -> Any:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        raise InputError(
+            f"{name}: cannot read the PDF ({exc}) — it is damaged or password-protected; export it again"
+        ) from exc
+
+
+def _page_lines(page: Any) -> list[tuple[str, float, float]]:
+    """``(text, top, bottom)`` of each text line of a page, top to bottom.
+
+    The page text comes in one call; each line's height is the font box of its first character
+    (one cheap call per line, where asking for the text inside each line's box costs ten times more).
+    """
+    text_page = page.get_textpage()
+    try:
+        text = text_page.get_text_range()
+        rows: list[tuple[str, float, float]] = []
+        for match in _LINE.finditer(text):
+            line = flow(match.group().replace("\ufffe", "").replace("\x02", ""))
+            if not line:
+                continue
+            first = match.start() + (len(match.group()) - len(match.group().lstrip()))
+            index = first if text.isascii() else len(text[:first].encode("utf-16-le")) // 2
+            _, bottom, _, top = text_page.get_charbox(index, loose=True)
+            rows.append((line, top, bottom))
+        return rows
+    finally:
+        text_page.close()
+
+
+def _spacing(above: tuple[str, float, float], below: tuple[str, float, float]) -> float:
+    """Distance between two lines' tops in units of the upper line's font height (0 when not below)."""
+    pitch = above[1] - below[1]
+    return pitch / max(above[1] - above[2], 1.0) if pitch > 0 else 0.0
+
+
+def _line_spacing(pages: list[list[tuple[str, float, float]]]) -> float:
+    """The document's usual line spacing: the lower quartile over all consecutive lines (most are
+    inside paragraphs; the larger ones are the breaks). Font-relative, so headings count alike."""
+    found = sorted(x for lines in pages for a, b in zip(lines, lines[1:]) if (x := _spacing(a, b)) > 0)
+    return found[len(found) // 4] if found else 0.0
+
+
+def _paragraphs(lines: list[tuple[str, float, float]], usual: float) -> list[list[str]]:
+    out: list[list[str]] = []
+    previous: tuple[str, float, float] | None = None
+    for line in lines:
+        if previous is None or (usual and _spacing(previous, line) > PARAGRAPH_GAP * usual):
+            out.append([])
+        out[-1].append(line[0])
+        previous = line
+    return out
+
+
+def _running(pages: list[list[tuple[str, float, float]]]) -> set[str]:
+    """Digit-free forms of lines that head or foot most pages."""
+    if len(pages) < RUNNING_MIN_PAGES:
+        return set()
+    need = max(RUNNING_MIN_PAGES, RUNNING_SHARE * len(pages))
+    seen: Counter[str] = Counter()
+    for lines in pages:
+        edge = {_DIGITS.sub("#", t.lower()) for t, _, _ in lines[:2] + lines[-2:]}
+        seen.update(edge)
+    return {key for key, count in seen.items() if count >= need}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", " ", text.lower()).strip()
+
+
+def parse_pdf(data: bytes, *, name: str = "") -> Document:
+    """Sections of a PDF, each block on its page; see the module docstring."""
+    pdf = _open(data, name)
+    try:
+        outline: list[tuple[int, str, int]] = []
+        for mark in pdf.get_toc():
+            dest = mark.get_dest()
+            index = dest.get_index() if dest is not None else None
+            title = flow(mark.get_title() or "")
+            if title and index is not None and 0 <= index < len(pdf):
+                outline.append((mark.level, title, index))
+        title = flow((pdf.get_metadata_dict(skip_empty=True) or {}).get("Title", ""))
+        pages = []
+        for number in range(len(pdf)):
+            page = pdf[number]
+            try:
+                pages.append(_page_lines(page))
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+    running = _running(pages)
+    usual = _line_spacing(pages)
+    dropped = 0
+    entries = sorted(outline, key=lambda e: e[2])
+    stack: list[tuple[int, str]] = []
+    sections: list[Section] = []
+    blocks: list[Block] = []
+    titles: tuple[str, ...] = ()
+
+    def open_section(level: int, heading: str, page_no: int) -> None:
+        nonlocal titles, blocks
+        if blocks:
+            sections.append(Section(titles, tuple(blocks)))
+        blocks = []
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        titles = tuple(t for _, t in stack)
+        blocks.append(Block("#" * min(len(titles), 6) + " " + heading, page_no, page_no, "heading"))
+
+    for index, lines in enumerate(pages):
+        page_no = index + 1
+        kept = []
+        for pos, line in enumerate(lines):
+            edge = pos < 2 or pos >= len(lines) - 2
+            if edge and (_PAGE_NUMBER.match(line[0]) or _DIGITS.sub("#", line[0].lower()) in running):
+                dropped += 1
+                continue
+            kept.append(line)
+        # Where each bookmark of this page opens its section: at the line reading as its title, else
+        # where the previous one opened (the page top for the first).
+        opens: dict[int, list[tuple[int, str]]] = {}
+        cursor = 0
+        normed = [_norm(line[0]) for line in kept] if any(e[2] == index for e in entries) else []
+        for level, heading, _ in (e for e in entries if e[2] == index):
+            wanted = _norm(heading)
+            found = next((i for i in range(cursor, len(kept)) if normed[i] == wanted), None)
+            at = cursor if found is None else found
+            opens.setdefault(at, []).append((level, heading))
+            if found is not None:
+                kept[found] = ("", kept[found][1], kept[found][2])  # the title line is the heading now
+            cursor = at
+        segments = sorted({0, *opens, len(kept)})
+        for first, last in zip(segments, segments[1:]):
+            for level, heading in opens.get(first, []):
+                open_section(level, heading, page_no)
+            for paragraph in _paragraphs(kept[first:last], usual):
+                text = "\n".join(line for line in paragraph if line).strip()
+                if text:
+                    blocks.append(Block(text, page_no, page_no))
+        for level, heading in opens.get(len(kept), []):
+            open_section(level, heading, page_no)
+    if blocks:
+        sections.append(Section(titles, tuple(blocks)))
+    return Document(format="pdf", unit="page", sections=tuple(sections), title=title,
+                    parser=parser_version("pdf"), dropped=dropped)

@@ -1,0 +1,309 @@
+"""reStructuredText through docutils: the real parser, so titles of any adornment (overlines too),
+roles, directives and substitutions mean what they mean in the format.
+
+The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
+``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
+markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
+and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
+``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
+except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
+dropped with comments, substitution definitions, link targets and editor modelines.
+
+Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
+and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from functools import cache
+from typing import Any
+
+from . import Block, Document, Section, parser_version
+from .inline import table_text
+
+#: Directives whose output is navigation, an index or build configuration, not content.
+NAVIGATION_DIRECTIVES = frozenset({
+    "toctree", "index", "contents", "sectnum", "section-numbering", "autosummary", "tabularcolumns",
+    "highlight", "default-role", "currentmodule", "module", "sectionauthor", "moduleauthor",
+    "codeauthor", "literalinclude", "include", "raw", "meta", "header", "footer", "title",
+    "testsetup", "testcleanup", "ifconfig-only", "role", "class", "target-notes", "graphviz",
+    "inheritance-diagram", "automodule", "autoclass", "autofunction", "automethod",
+    "autoattribute", "autodata", "autoexception", "autoprogram", "program", "c:namespace",
+    "cpp:namespace", "py:currentmodule", "py:module",
+})
+#: How Sphinx words its version and cross-reference notes.
+_LABELS = {
+    "versionadded": "New in version", "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
+    "seealso": "See also",
+}
+_ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
+_DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w.+:-]*?)::", re.M)
+_TITLED_TARGET = re.compile(r"^(.*?\S)\s*<([^<>]+)>$", re.S)
+_SKIP = ("comment", "substitution_definition", "target", "system_message", "pending", "raw",
+         "transition", "meta", "decoration", "problematic")
+
+
+class _AnyOptions(dict):
+    """An option spec that accepts every option (unknown directives' options are not content)."""
+
+    def __missing__(self, key: str) -> Any:
+        from docutils.parsers.rst import directives
+
+        return directives.unchanged
+
+
+def _role_text(text: str) -> str:
+    """What a role shows: the title of ``Title <target>``, else the target as Sphinx displays it."""
+    from docutils.utils import unescape
+
+    text = unescape(text)
+    titled = _TITLED_TARGET.match(text)
+    if titled:
+        return titled.group(1)
+    text = text.lstrip("!")
+    if text.startswith("~"):
+        text = text[1:].rsplit(".", 1)[-1]
+    return text
+
+
+def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+                  options: Any = None, content: Any = None) -> tuple[list[Any], list[Any]]:
+    from docutils import nodes
+
+    return [nodes.literal(rawtext, _role_text(text))], []
+
+
+@cache
+def _directive_class(name: str) -> Any:
+    from docutils import nodes
+    from docutils.parsers.rst import Directive
+
+    class KeptDirective(Directive):
+        """An unknown directive kept as text: its label and arguments, then its content."""
+
+        has_content = True
+        optional_arguments = 1
+        final_argument_whitespace = True
+        option_spec = _AnyOptions()
+
+        def run(self) -> list[Any]:
+            if name in NAVIGATION_DIRECTIVES:
+                marker = nodes.comment()
+                marker.line = self.lineno
+                return [marker]
+            box = nodes.container(classes=["kt-directive"])
+            box.line = self.lineno
+            argument = " ".join(self.arguments).strip()
+            label = _LABELS.get(name.rsplit(":", 1)[-1], "")
+            code = name.rsplit(":", 1)[-1] in ("code-block", "sourcecode", "code", "highlight-block")
+            if label and name.startswith(("version", "deprecated")) and argument:
+                version, *rest = argument.split(None, 1)
+                argument = f"{version}: {' '.join(rest[0].split())}" if rest else version
+            lead = f"{label} {argument}".strip() if label else argument
+            if code:
+                block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
+                block.line = self.lineno
+                return [block]
+            if lead:
+                text = lead + (":" if label and self.content and not lead.endswith(":") else "")
+                inline, _ = self.state.inline_text(text, self.lineno)
+                para = nodes.paragraph(text, "", *inline)
+                para.line = self.lineno
+                box += para
+            if self.content:
+                self.state.nested_parse(self.content, self.content_offset, box)
+            return [box]
+
+    return KeptDirective
+
+
+def _prepare(text: str) -> None:
+    """Register every role and directive the text uses that docutils does not know."""
+    from docutils.parsers.rst import directives, roles
+    from docutils.parsers.rst.languages import en
+
+    for name in set(_ROLE_USE.findall(text)):
+        known = name in roles._roles or name in roles._role_registry or en.roles.get(name)  # noqa: SLF001
+        if not known:
+            roles.register_local_role(name, _generic_role)
+    for name in set(_DIRECTIVE_USE.findall(text)):
+        if name in ("code-block", "sourcecode", "contents", "sectnum", "include", "raw", "header", "footer", "meta", "title", "class",
+                    "role", "target-notes"):
+            directives.register_directive(name, _directive_class(name))
+            continue
+        known = name in directives._directives or name in directives._directive_registry  # noqa: SLF001
+        if not known and not en.directives.get(name):
+            directives.register_directive(name, _directive_class(name))
+
+
+def _doctree(text: str, name: str) -> Any:
+    from docutils.core import publish_doctree
+
+    _prepare(text)
+    overrides = {
+        "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
+        "raw_enabled": False, "_disable_config": True, "doctitle_xform": False, "docinfo_xform": False,
+        "sectsubtitle_xform": False, "syntax_highlight": "none", "input_encoding": "unicode",
+        "line_length_limit": 1_000_000,
+    }
+    return publish_doctree(text, source_path=name or None, settings_overrides=overrides)
+
+
+def _line(node: Any) -> int | None:
+    for item in node.findall(include_self=True):
+        line = getattr(item, "line", None)
+        if line:
+            return int(line)
+    return None
+
+
+def _indent(text: str, prefix: str) -> str:
+    pad = " " * len(prefix)
+    return "\n".join((prefix if i == 0 else pad) + line if line else "" for i, line in enumerate(text.split("\n")))
+
+
+def render(node: Any) -> str:
+    """Clean text of one body element (see the module docstring)."""
+    from docutils import nodes
+
+    kind = node.tagname
+    if kind in _SKIP or (kind == "topic" and "contents" in node.get("classes", [])):
+        return ""
+    if isinstance(node, nodes.paragraph) or kind in ("rubric", "caption", "attribution", "term", "line"):
+        return node.astext().strip()
+    if kind in ("literal_block", "doctest_block", "math_block"):
+        return "```\n" + node.astext().rstrip("\n") + "\n```"
+    if kind == "bullet_list":
+        return "\n".join(_indent(_children(item), "- ") for item in node.children)
+    if kind == "enumerated_list":
+        start = int(node.get("start", 1))
+        return "\n".join(_indent(_children(item), f"{start + i}. ") for i, item in enumerate(node.children))
+    if kind == "definition_list":
+        out = []
+        for item in node.children:
+            term = " ".join(c.astext() for c in item.children if c.tagname in ("term", "classifier"))
+            body = "\n".join(_children(c) for c in item.children if c.tagname == "definition")
+            out.append(f"{term}: {body}" if "\n" not in body else f"{term}:\n{_indent(body, '  ')}")
+        return "\n".join(out)
+    if kind in ("field_list", "docinfo"):
+        out = []
+        for item in node.children:
+            name = item.children[0].astext() if item.children else ""
+            body = _children(item.children[1]) if len(item.children) > 1 else ""
+            out.append(f"{name}: {body}".strip())
+        return "\n".join(out)
+    if kind == "table":
+        return _table(node)
+    if kind == "line_block":
+        return "\n".join(render(c) for c in node.children)
+    if kind == "title":
+        return node.astext().strip()
+    if kind == "admonition" or isinstance(node, nodes.Admonition):
+        titles = [c for c in node.children if c.tagname == "title"]
+        label = titles[0].astext() if titles else kind.replace("_", " ").capitalize()
+        body = "\n\n".join(filter(None, (render(c) for c in node.children if c.tagname != "title")))
+        return f"{label}: {body}" if body else label
+    if kind == "image":
+        return node.get("alt", "")
+    if kind in ("footnote", "citation"):
+        label = next((c.astext() for c in node.children if c.tagname == "label"), "")
+        body = "\n".join(render(c) for c in node.children if c.tagname != "label")
+        return f"[{label}] {body}".strip()
+    if isinstance(node, nodes.Element) and node.children:
+        return _children(node)
+    return node.astext().strip() if isinstance(node, nodes.Text) else ""
+
+
+def _children(node: Any) -> str:
+    return "\n\n".join(part for part in (render(c) for c in node.children) if part.strip())
+
+
+def _table(node: Any) -> str:
+    rows: list[list[str]] = []
+    header = False
+    for part in node.findall():
+        if part.tagname == "thead":
+            header = True
+        if part.tagname == "row":
+            rows.append([" ".join(_children(entry).split()) for entry in part.children])
+    return table_text(rows, header=header)
+
+
+def parse_rst(text: str, *, name: str = "") -> Document:
+    """Sections of a reStructuredText document; see the module docstring."""
+    from docutils import nodes
+
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    tree = _doctree("\n".join(lines), name)
+    raw: list[tuple[tuple[str, ...], str, int, str]] = []  # (titles, text, start line, kind)
+    bounds: list[int] = []  # start lines of every top-level element, kept or not
+    dropped = 0
+
+    def walk(parent: Any, titles: tuple[str, ...]) -> None:
+        nonlocal dropped
+        for child in parent.children:
+            start = _line(child)
+            if isinstance(child, nodes.section):
+                title = next((c for c in child.children if c.tagname == "title"), None)
+                heading = title.astext().strip() if title is not None else ""
+                trail = (*titles, heading) if heading else titles
+                line = _line(title) if title is not None else start
+                if line:
+                    bounds.append(_title_start(lines, line))
+                    raw.append((trail, "#" * min(len(trail), 6) + " " + heading, _title_start(lines, line), "heading"))
+                walk(child, trail)
+                continue
+            if child.tagname == "title":
+                continue
+            if start:
+                bounds.append(start)
+            body = render(child)
+            if not body.strip() or start is None:
+                dropped += 1
+                continue
+            kind = {"bullet_list": "list", "enumerated_list": "list", "table": "table",
+                    "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
+            raw.append((titles, body, start, kind))
+
+    walk(tree, ())
+    bounds = sorted(set(bounds))
+    sections: list[Section] = []
+    current: tuple[str, ...] | None = None
+    blocks: list[Block] = []
+    floor = 1
+    for titles, body, start, kind in raw:
+        start = max(start, floor)
+        later = [b for b in bounds if b > start]
+        end = _last_text_line(lines, start, (later[0] - 1) if later else len(lines))
+        floor = start
+        if titles != current or kind == "heading":
+            if blocks:
+                sections.append(Section(current or (), tuple(blocks)))
+            blocks, current = [], titles
+        blocks.append(Block(body, start, end, kind))
+    if blocks:
+        sections.append(Section(current or (), tuple(blocks)))
+    return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
+                    dropped=dropped)
+
+
+def _title_start(lines: list[str], line: int) -> int:
+    """First line of a section title (its overline when it has one); ``line`` is docutils' title line."""
+    index = max(0, min(line, len(lines)) - 1)
+    # docutils gives the underline's line for underlined titles: step back onto the text.
+    adornment = re.compile(r"^([=\-~^\"'`:#*+_<>.!$%&,;?@\\|/])\1{2,}\s*$")
+    while index > 0 and adornment.match(lines[index]) and lines[index - 1].strip():
+        index -= 1
+    if index > 0 and adornment.match(lines[index - 1]):
+        index -= 1
+    return index + 1
+
+
+def _last_text_line(lines: list[str], start: int, end: int) -> int:
+    end = min(max(end, start), len(lines))
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return end

@@ -1,0 +1,135 @@
+"""End to end through the `kt` executable: documents in every format, provenance out, no re-embedding."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _doc_fixtures import write_two_page_pdf
+
+from knowtology_cli import parsers
+from knowtology_cli.kb import KnowledgeBase
+
+KT = str(Path(sys.executable).parent / "kt")
+
+RST = """\
+=============
+Picking Guide
+=============
+
+Pick chilled items last, with :func:`pick_order` --- see :ref:`cold chain <cold>`.
+
+.. toctree::
+
+   cold
+
+Frozen totes
+------------
+
+Frozen totes are sealed before they leave the freezer room.
+"""
+MARKDOWN = """\
+---
+title: Refunds
+---
+
+# Refunds
+
+Refunds for spoiled dairy are paid within 48 hours.
+
+## Partial refunds
+
+A partial refund covers only the missing items.
+"""
+HTML = """\
+<html><head><title>Macros</title><script>var x = 1;</script></head>
+<body><nav><a href="/">Home</a></nav>
+<main>
+<h1>Support macros</h1>
+<p>Use LATE-2 when an order is more than an hour late.</p>
+</main></body></html>
+"""
+
+
+def kt(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "LANCE_LOG": "error"}
+    return subprocess.run([KT, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "wiki").mkdir(parents=True)
+    (root / "wiki" / "picking.rst.txt").write_text(RST)
+    (root / "refunds.md").write_text(MARKDOWN)
+    (root / "wiki" / "macros.htm").write_text(HTML)
+    write_two_page_pdf(root / "cold-chain.pdf")
+    return root
+
+
+def test_kt_ingest_and_read_json_carry_sections_and_ranges(corpus: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    result = kt("ingest", str(corpus), "--embedder", "hash", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["added"] == report["total"] == report["embedded"] == 4
+    assert report["junk_dropped"] >= 2  # the toctree, the front matter
+    ids = ["docs/wiki/picking.rst.txt#0", "docs/refunds.md#0", "docs/wiki/macros.htm#0", "docs/cold-chain.pdf#0"]
+    result = kt("read", *ids, "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    chunks = {c["chunk_id"]: c for c in json.loads(result.stdout)["chunks"]}
+    rst = chunks["docs/wiki/picking.rst.txt#0"]
+    assert (rst["section"], rst["lines"], rst["pages"]) == ("Picking Guide", [1, 14], None)
+    assert "pick_order" in rst["text"] and ":func:" not in rst["text"] and "toctree" not in rst["text"]
+    assert rst["title"] == "Picking Guide"
+    md = chunks["docs/refunds.md#0"]
+    assert (md["section"], md["lines"]) == ("Refunds", [5, 11]) and "title:" not in md["text"]
+    html = chunks["docs/wiki/macros.htm#0"]
+    assert (html["section"], html["lines"]) == ("Support macros", [4, 5])
+    assert "var x" not in html["text"] and "Home" not in html["text"]
+    pdf = chunks["docs/cold-chain.pdf#0"]
+    assert (pdf["section"], pdf["lines"], pdf["pages"]) == ("Cold Chain Manual", None, [1, 2])
+    # The human header cites the source range.
+    result = kt("read", "docs/refunds.md#0", "docs/cold-chain.pdf#0", "--force", store=store)
+    assert result.returncode == 0, result.stderr
+    assert "· docs/refunds.md:5-11 — Refunds" in result.stdout
+    assert "· docs/cold-chain.pdf:p1-2 — Cold Chain Manual" in result.stdout
+    # A search hit carries the range too, and the built tree keeps it for browse.
+    assert kt("build", "--builder", "cluster", store=store).returncode == 0
+    hits = json.loads(kt("grep", "partial refund", "--json", store=store).stdout)["hits"]
+    assert hits[0]["chunk_id"] == "docs/refunds.md#0" and hits[0]["lines"] == [5, 11]
+    # Unchanged files embed nothing on a re-ingest.
+    again = json.loads(kt("ingest", str(corpus), "--json", store=store).stdout)
+    assert (again["unchanged"], again["embedded"], again["updated"]) == (4, 0, 0)
+
+
+def test_shifted_lines_update_provenance_without_embedding_or_remapping(corpus: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.ingest([str(corpus)], embedder="hash")
+    kb.build(builder="cluster")
+    path = corpus / "refunds.md"
+    path.write_text(MARKDOWN.replace("---\n\n# Refunds", "---\n\n\n\n# Refunds"))  # two lines pushed down
+    report = kb.ingest([str(corpus)])
+    assert (report.updated, report.embedded) == (1, 0)
+    (chunk,) = kb.read(["docs/refunds.md#0"]).chunks
+    assert chunk.lines == (7, 13)
+    from knowtology_cli.builders.runner import pending_work
+
+    assert pending_work(kb, "default")[0] == []  # the mapping followed: nothing to remap
+    leaf = next(m for m in kb.tree.mappings("default") if m.chunk_id == "docs/refunds.md#0")
+    assert leaf.lines == (7, 13)
+    lead = next(c for c in kb.browse(leaf.path).chunks if c.chunk_id == "docs/refunds.md#0")
+    assert (lead.section, lead.lines) == ("Refunds", (7, 13))
+    # A new parser version re-chunks the files it reads (same text: new metadata, no embedding).
+    monkeypatch.setitem(parsers.PARSER_VERSIONS, "markdown", 99)
+    report = kb.ingest([str(corpus)])
+    assert (report.updated, report.embedded) == (1, 0)
+    stored = {c.chunk_id: c for c in kb.vectors.get("default", ["docs/refunds.md#0", "docs/cold-chain.pdf#0"])}
+    assert stored["docs/refunds.md#0"].metadata["parser"] == "markdown/99"
+    assert stored["docs/cold-chain.pdf#0"].metadata["parser"] == "pdf/1"
+    kb.close()

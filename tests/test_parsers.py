@@ -1,0 +1,331 @@
+"""Tests of knowtology_cli.parsers: each format's sections, title paths, ranges and clean text."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from _doc_fixtures import write_two_page_pdf
+
+from knowtology_cli.builders.snippets import make_snippet
+from knowtology_cli.chunking import chunk_document
+from knowtology_cli.errors import ConfigError, InputError
+from knowtology_cli.parsers import detect_format, display_name, parse
+
+MARKUP = re.compile(r":\w+:`|``|\.\. |\^\^\^|~~~|===|\|[a-z]+\||<[a-z/][^>]*>|\*\*|\]\(|^#", re.M)
+
+
+def blocks(doc):
+    return [(s.titles, b) for s in doc.sections for b in s.blocks]
+
+
+def snippets(doc, name: str) -> list[str]:
+    return [make_snippet(c.text, c.title) for c in chunk_document(doc, file_name=name, target_tokens=40,
+                                                                   max_tokens=80).chunks]
+
+
+# -- reStructuredText -----------------------------------------------------------------------
+
+RST = """\
+.. vim: set ft=rst tw=80 :
+
+.. _top:
+
+==================
+Billing Handbook
+==================
+
+The :mod:`billing` service charges orders --- see :func:`~billing.charge.capture` and
+:ref:`the refund rules <refunds>`. Product names come from |product|.
+
+.. |product| replace:: Northwind Pantry
+
+.. toctree::
+   :maxdepth: 2
+
+   refunds
+   disputes
+
+.. index:: single: billing; capture
+
+.. This comment is for editors only.
+
+Refunds
+-------
+
+Partial refunds
+^^^^^^^^^^^^^^^
+
+A partial refund returns the price of the missing items. Use ``refund --partial`` and
+:class:`RefundRequest`.
+
+.. note::
+
+   Refunds to a card take up to 5 days.
+
+.. versionadded:: 2.1
+   Refunds in store credit.
+
+.. code-block:: python
+   :linenos:
+
+   request = RefundRequest(order_id="A-1")
+
+Disputes
+--------
+
+Chargebacks are answered within 7 days.
+"""
+
+
+def test_rst_overline_titles_roles_and_directives() -> None:
+    doc = parse(RST.encode(), name="billing.rst")
+    assert doc.format == "rst" and doc.parser == "rst/1"
+    assert [s.titles for s in doc.sections] == [
+        ("Billing Handbook",),
+        ("Billing Handbook", "Refunds"),
+        ("Billing Handbook", "Refunds", "Partial refunds"),
+        ("Billing Handbook", "Disputes"),
+    ]
+    found = blocks(doc)
+    heading = found[0][1]
+    assert (heading.kind, heading.text, heading.start, heading.end) == ("heading", "# Billing Handbook", 5, 7)
+    intro = found[1][1]
+    assert intro.text == ("The billing service charges orders --- see capture and\n"
+                          "the refund rules. Product names come from Northwind Pantry.")
+    assert (intro.start, intro.end) == (9, 10)
+    texts = [b.text for _, b in found]
+    partial = next(b for _, b in found if b.text.startswith("A partial refund"))
+    assert "refund --partial" in partial.text and "RefundRequest" in partial.text
+    assert (partial.start, partial.end) == (30, 31)
+    assert "Note: Refunds to a card take up to 5 days." in texts
+    assert "New in version 2.1: Refunds in store credit." in texts
+    assert '```\nrequest = RefundRequest(order_id="A-1")\n```' in texts
+    joined = "\n".join(texts)
+    for gone in ("toctree", "maxdepth", "disputes\n", "single:", "editors only", "vim", "replace::", "_top"):
+        assert gone not in joined
+    assert doc.dropped >= 5  # modeline, target, substitution, toctree, index, comment
+    for snippet in snippets(doc, "billing.rst"):
+        assert not MARKUP.search(snippet), snippet
+
+
+def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET VALUE")
+    text = f"Title\n=====\n\n.. include:: {secret}\n\n.. raw:: html\n\n   <b>raw</b>\n\n*unclosed emphasis\n"
+    doc = parse(text, name="x.rst")
+    joined = "\n".join(b.text for _, b in blocks(doc))
+    assert "TOP SECRET" not in joined and "<b>" not in joined
+    assert "unclosed emphasis" in joined
+
+
+# -- Markdown -------------------------------------------------------------------------------
+
+MARKDOWN = """\
+---
+title: Refund Guide
+tags: [billing]
+---
+
+# Refunds
+
+Refunds are paid in **5 days**, see [the policy](policy.md).
+
+<!-- vim: set ft=markdown: -->
+
+## Commands
+
+```bash
+# This is not a heading
+kt refund --order A-1
+```
+
+| Product | Window |
+|---------|--------|
+| Dairy   | 48 h   |
+| Frozen  | 24 h   |
+
+***
+
+Setext title
+------------
+
+Under the setext title.
+"""
+
+
+def test_markdown_front_matter_fences_and_tables() -> None:
+    doc = parse(MARKDOWN, name="guide.md")
+    assert doc.title == "Refund Guide"
+    assert [s.titles for s in doc.sections] == [("Refunds",), ("Refunds", "Commands"), ("Refunds", "Setext title")]
+    found = blocks(doc)
+    fence = next(b for _, b in found if b.kind == "code")
+    assert fence.text == "```bash\n# This is not a heading\nkt refund --order A-1\n```"
+    assert (fence.start, fence.end) == (14, 17)
+    table = next(b for _, b in found if b.kind == "table")
+    assert table.text.splitlines()[2] == "| Dairy   | 48 h   |" and (table.start, table.end) == (19, 22)
+    joined = "\n".join(b.text for _, b in found)
+    assert "tags:" not in joined and "vim" not in joined and "***" not in joined
+    chunks = chunk_document(doc, file_name="guide.md").chunks
+    assert [c.title for c in chunks] == ["Refunds"]  # small siblings packed under their common heading
+    snippet = make_snippet(chunks[0].text, chunks[0].title)
+    assert snippet.startswith("Refunds are paid in 5 days, see the policy.") and not MARKUP.search(snippet)
+    table_snippet = make_snippet(table.text)
+    assert table_snippet.startswith("Product; Window; Dairy; 48 h")
+
+
+# -- HTML -----------------------------------------------------------------------------------
+
+HTML = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Support Macros - Northwind Intranet</title>
+<style>h2 { color: red }</style>
+<script>document.write("<h2>Injected</h2>");</script>
+</head>
+<body>
+<header class="site-header"><a href="/">Intranet home</a></header>
+<nav class="breadcrumbs"><a href="/">Home</a> / <a href="/support">Support</a> / <a href="/macros">Macros</a></nav>
+<div id="sidebar"><ul><li><a href="/a">Alpha</a></li><li><a href="/b">Beta</a></li><li><a href="/c">Gamma</a></li></ul></div>
+<main>
+<h1>Support Macros</h1>
+<p>Macros are canned replies agents send from the help desk.
+Each macro has an owner.</p>
+<h2>Late delivery</h2>
+<p>Apologise, give the new <b>delivery window</b>, and add a
+<a href="/credit">&pound;5 credit</a> when the order is over 60 minutes late.</p>
+<ul>
+  <li>Check the driver app timeline first.</li>
+  <li>Never promise a time the app does not show.</li>
+</ul>
+<h3>Macro codes</h3>
+<table>
+  <thead><tr><th>Code</th><th>Use</th></tr></thead>
+  <tbody><tr><td>LATE-1</td><td>Under 60 minutes</td></tr>
+  <tr><td>LATE-2</td><td>Over 60 minutes</td></tr></tbody>
+</table>
+</main>
+<footer>Copyright 2026 Northwind Pantry. All rights reserved.</footer>
+<script src="/analytics.js"></script>
+</body>
+</html>
+"""
+
+
+def test_html_headings_sections_and_furniture_dropped() -> None:
+    doc = parse(HTML.encode(), name="macros.html")
+    assert doc.title == "Support Macros - Northwind Intranet"
+    assert [s.titles for s in doc.sections] == [
+        ("Support Macros",), ("Support Macros", "Late delivery"), ("Support Macros", "Late delivery", "Macro codes"),
+    ]
+    found = blocks(doc)
+    joined = "\n".join(b.text for _, b in found)
+    for gone in ("Injected", "color", "Intranet home", "Alpha", "Copyright", "Home", "analytics"):
+        assert gone not in joined
+    late = next(b for _, b in found if b.text.startswith("Apologise"))
+    assert late.text == ("Apologise, give the new delivery window, and add a £5 credit when the order is "
+                         "over 60 minutes late.")
+    assert (late.start, late.end) == (18, 19)
+    items = next(b for _, b in found if b.kind == "list")
+    assert items.text == "- Check the driver app timeline first.\n- Never promise a time the app does not show."
+    table = next(b for _, b in found if b.kind == "table")
+    assert table.text.splitlines() == ["| Code | Use |", "| --- | --- |", "| LATE-1 | Under 60 minutes |",
+                                       "| LATE-2 | Over 60 minutes |"]
+    assert table.start == 25
+    for snippet in snippets(doc, "macros.html"):
+        assert not MARKUP.search(snippet), snippet
+
+
+def test_html_without_main_uses_body_and_drops_page_header() -> None:
+    page = b"<html><body><header><h1>Site</h1></header><h2>Topic</h2><p>Body text here.</p></body></html>"
+    doc = parse(page, name="p.htm")
+    assert [s.titles for s in doc.sections] == [("Topic",)]
+    assert [b.text for _, b in blocks(doc)] == ["## Topic", "Body text here."]
+
+
+def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "knowtology_cli.parsers.html", raising=False)
+    monkeypatch.setitem(sys.modules, "lxml", None)
+    monkeypatch.setitem(sys.modules, "lxml.html", None)
+    with pytest.raises(ConfigError) as info:
+        parse(b"<html><body><p>x</p></body></html>", name="a.html")
+    assert "lxml" in info.value.message and "knowtology-cli[html]" in info.value.hint
+
+
+# -- PDF ------------------------------------------------------------------------------------
+
+def test_pdf_pages_outline_and_running_lines(tmp_path: Path) -> None:
+    path = tmp_path / "cold-chain.pdf"
+    write_two_page_pdf(path)
+    doc = parse(path)
+    assert (doc.format, doc.unit, doc.title) == ("pdf", "page", "Cold Chain Manual")
+    assert [s.titles for s in doc.sections] == [
+        ("Cold Chain Manual",), ("Cold Chain Manual", "Loading the van"), ("Cold Chain Manual", "Temperature checks"),
+    ]
+    found = [(s.titles[-1], b.kind, b.text, b.start, b.end) for s in doc.sections for b in s.blocks]
+    assert found == [
+        ("Cold Chain Manual", "heading", "# Cold Chain Manual", 1, 1),
+        ("Cold Chain Manual", "text", "Chilled goods stay between 0 and 5 degrees C from the dock to the door.", 1, 1),
+        ("Loading the van", "heading", "## Loading the van", 1, 1),
+        ("Loading the van", "text", "Frozen totes go in the rear compartment, which holds -18 degrees C.", 1, 1),
+        ("Temperature checks", "heading", "## Temperature checks", 2, 2),
+        ("Temperature checks", "text", "Drivers record the chiller reading at every fifth stop.", 2, 2),
+        ("Temperature checks", "text", "A reading above 8 degrees C means the order is replaced, not delivered.", 2, 2),
+    ]
+    assert doc.dropped == 4  # the running header and the page number, on both pages
+    chunks = chunk_document(doc, file_name="cold-chain.pdf").chunks
+    assert [(c.title, c.unit, c.start, c.end) for c in chunks] == [("Cold Chain Manual", "page", 1, 2)]
+
+
+def test_damaged_pdf_is_an_input_error() -> None:
+    with pytest.raises(InputError, match=r"^bad\.pdf: cannot read the PDF .* — it is damaged"):
+        parse(b"%PDF-1.7\nnot really", name="bad.pdf")
+
+
+# -- plain text, detection, names -----------------------------------------------------------
+
+def test_plain_text_paragraphs_and_underlined_headings() -> None:
+    text = "NOTES\n=====\n\nFirst paragraph\nstill first.\n\n-----\n\nPart two\n--------\n\nSecond.\n"
+    doc = parse(text, name="notes.txt")
+    assert [(s.titles, [(b.kind, b.start, b.end) for b in s.blocks]) for s in doc.sections] == [
+        (("NOTES",), [("heading", 1, 2), ("text", 4, 5)]),
+        (("NOTES", "Part two"), [("heading", 9, 10), ("text", 12, 12)]),
+    ]
+    assert doc.dropped == 1
+
+
+@pytest.mark.parametrize(("name", "content_type", "head", "expected"), [
+    ("guide.rst.txt", None, None, "rst"),
+    ("guide.md.txt", None, None, "markdown"),
+    ("page.htm", None, None, "html"),
+    ("page.HTML", None, None, "html"),
+    ("notes.txt", None, None, "text"),
+    ("v1.2.notes.txt", None, None, "text"),
+    ("manual.pdf", None, None, "pdf"),
+    ("download", "application/pdf", None, "pdf"),
+    ("export.txt", "text/html; charset=utf-8", None, "html"),
+    ("saved.txt", None, b"\n<!DOCTYPE html><html><body>x</body></html>", "html"),
+    ("scan.bin", None, b"%PDF-1.7\n", "pdf"),
+    ("archive.zip", None, None, None),
+    ("data.jsonl", None, None, None),
+])
+def test_detect_format(name: str, content_type: str | None, head: bytes | None, expected: str | None) -> None:
+    assert detect_format(name, content_type=content_type, head=head) == expected
+
+
+@pytest.mark.parametrize(("file_name", "shown"), [
+    ("docs/library/os.path.rst.txt", "os.path"),
+    ("faq-billing.md", "faq-billing"),
+    ("Runbook_DB.failover.HTML", "Runbook_DB.failover"),
+    ("camelCaseGuide.md.txt", "camelCaseGuide"),
+    ("report.pdf", "report"),
+    ("tickets.jsonl", "tickets"),
+    ("README", "README"),
+    (".md", ".md"),
+])
+def test_display_name_strips_document_extensions_and_keeps_case(file_name: str, shown: str) -> None:
+    assert display_name(file_name) == shown
