@@ -542,7 +542,7 @@ class HybridTreeBuilder:
             reply = self._cluster(chunks, vectors)
             views = tree_views(reply.categories, {a.chunk_id: a.path for a in reply.assignments})
             targets = set(views)
-            what = f"named the {len(views)} nodes of the offline tree"
+            what = f"{'would name' if dry_run else 'named'} the {len(views)} nodes of the offline tree"
         else:
             before = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
             if dry_run:
