@@ -15,7 +15,7 @@ with :data:`EXIT_UNCITED`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +45,16 @@ EXIT_UNCITED = 3
 REASK_TURNS = 4
 
 
-def reask_prompt(read_ids: list[str]) -> str:
+#: How many of the ids seen in search results a hint lists.
+SEEN_IN_HINT = 8
+
+
+def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = ()) -> str:
     """What the model is told when its answer cites no chunk it read."""
     example = f"[{read_ids[0]}]" if read_ids else "[the chunk id]"
     have = (f"You have read these chunks: {', '.join(read_ids)}." if read_ids else
-            "You have not read any chunk yet: call km_read_chunks on the most relevant ids first.")
+            "You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
+            + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
     return ("Your answer does not cite a chunk you read. " + have + " Answer again from chunks you have read, "
             f"citing each fact with its chunk id in square brackets, e.g. {example}. If the chunks you read do not "
             "contain the answer, say so and cite the chunks you read.")
@@ -147,7 +152,7 @@ def ask(
         if result.cited or result.reasked:
             break
         result.reasked = True  # once: say why and let it read before answering again
-        messages.append(ChatMessage.user(reask_prompt(result.read_ids)))
+        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen))))
         budget = turn_no + REASK_TURNS
     result.uncited = not result.stopped and not result.cited
     return result
@@ -175,6 +180,8 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
             seen.update((lead.chunk_id, None) for lead in out.result.chunks)
     except KnowtologyError as exc:
         text, error, summary = error_text(exc), True, f"error: {exc.message}"
+        if name == "km_read_chunks" and seen:  # small models invent ids: show the real ones to copy
+            text += f" — ids from your searches, to copy exactly: {', '.join(list(seen)[-SEEN_IN_HINT:])}"
     return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text, summary=summary, error=error,
                    input_tokens=turn.input_tokens, output_tokens=turn.output_tokens, cost_usd=turn.cost_usd,
                    result_tokens=count_tokens(text))

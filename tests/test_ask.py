@@ -143,3 +143,22 @@ def test_an_answer_citing_only_chunks_it_did_not_read_exits_3_with_a_warning(age
     result = json.loads(proc.stdout)  # still exactly one JSON document
     assert proc.returncode == 3 and result["uncited"] and result["reasked"]
     assert result["cited"] == [] and result["cited_unread"] == ["ret-1"] and result["read_ids"] == []
+
+
+def test_invented_ids_get_the_real_ones_to_copy(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[
+        {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "refund window days", "top_k": 3}}]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["2"]}}]},  # a rank, not an id
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days [ret-1]."},
+    ])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="ids-hint")
+    result = ask("refund window?", tools, llm)
+    tools.close()
+    assert result.steps[1].error and "ids from your searches, to copy exactly: " in result.steps[1].output
+    assert "ret-1" in result.steps[1].output.split("to copy exactly: ")[1]
+    assert result.cited == ["ret-1"] and not result.reasked

@@ -22,6 +22,7 @@ build (new chunks placed offline at their nearest leaf, or by the seed builder's
 from __future__ import annotations
 
 import math
+import re
 import time
 import uuid
 from collections import Counter
@@ -181,11 +182,16 @@ class NodeNamer:
         check: validates the names (``NameCheck`` of the collection, knowing the naming prompt).
         texts: ``chunk_id -> (text, title, doc_id)`` of the members.
         vectors: ``chunk_id -> unit vector`` of the members (to pick representative passages).
+        embed: the collection's embedder (``embed_documents``); when given, a label (``name —
+            description``) must be nearer its own members than a sibling's, unless the offline
+            label is not either — a label that fits a sibling better does not tell them apart.
     """
 
     def __init__(self, llm: LLMClient, log: CallLog, check: NameCheck, texts: Mapping[str, tuple[str, str, str]],
                  vectors: Mapping[str, np.ndarray], *, params: NamingParams = NamingParams(), concurrency: int = 1,
+                 embed: Callable[[Sequence[str]], np.ndarray] | None = None,
                  message: MessageFn = lambda _m: None, progress: ProgressFn = lambda _s, _d, _t: None) -> None:
+        self.embed = embed
         self.llm = llm
         self.log = log
         self.check = check
@@ -387,11 +393,53 @@ class NodeNamer:
                         self.rejected.append((name, reason))
                         continue
                     used.add(name_key(name))
-                    desc = clean_description(raw_desc)
-                    if desc and self.check.description_problem(desc):
-                        desc = ""
-                    accepted[path] = (name, desc, "llm")
+                    accepted[path] = (name, self._description(raw_desc, node, views[path]), "llm")
+        self._fit(accepted, refused, groups, views)
         return accepted, refused
+
+    def _description(self, raw: str, node: NamingNode, view: NodeView) -> str:
+        """The LLM's description, or "" (the offline one stays) when it says nothing of its own."""
+        desc = clean_description(raw)
+        if not desc or self.check.description_problem(desc) or self.check.copies_passage(desc, node.samples):
+            return ""
+        parts = {p.strip().casefold() for p in re.split(r"[;,]", desc) if p.strip()}
+        if len(parts) >= 2 and parts <= {c.rsplit("/", 1)[-1].casefold() for c in view.children}:
+            return ""  # the subcategory list of the prompt, not a description
+        return desc
+
+    def _fit(self, accepted: dict[str, tuple[str, str, str]], refused: dict[str, tuple[str, str]],
+             groups: Sequence[NamingGroup], views: Mapping[str, NodeView]) -> None:
+        """Refuse labels nearer a sibling's passages than their own (when the offline label is not)."""
+        if self.embed is None:
+            return
+        for g in groups:
+            paths = [n.node_id for n in g.nodes if n.node_id in accepted]
+            parent = views[paths[0]].parent if paths else ""
+            siblings = views[parent].children if parent else [p for p in views if "/" not in p]
+            centroids, names = [], []
+            for sib in siblings:
+                rows = [self.vectors[c] for c in views[sib].members if c in self.vectors]
+                if rows:
+                    mean = np.mean(rows, axis=0)
+                    centroids.append(mean / (np.linalg.norm(mean) or 1.0))
+                    names.append(sib)
+            if len(names) < 2 or not paths:
+                continue
+            matrix = np.stack(centroids)
+            labels = [f"{accepted[p][0]} — {accepted[p][1] or views[p].description}" for p in paths]
+            drafts = [f"{views[p].name} — {views[p].description}" for p in paths]
+            vecs = np.asarray(self.embed(labels + drafts), dtype=np.float32)
+            for k, path in enumerate(paths):
+                if path not in names:
+                    continue
+                best = names[int(np.argmax(matrix @ vecs[k]))]
+                offline_best = names[int(np.argmax(matrix @ vecs[len(paths) + k]))]
+                if best != path and offline_best == path:
+                    name = accepted.pop(path)[0]
+                    reason = (f"fits the passages of its sibling {views[best].name!r} better than its own; "
+                              "name what sets its passages apart")
+                    refused[path] = (name, reason)
+                    self.rejected.append((name, reason))
 
     def _problem(self, name: str, view: NodeView, views: Mapping[str, NodeView], final: Mapping[str, Named],
                  used: set[str]) -> str | None:
@@ -535,7 +583,8 @@ class HybridTreeBuilder:
         check = collection_check(self.kb, self.collection, chunks)
         log = CallLog(self.kb.tree, self.collection, self.build_id, use_cache=self.use_cache)
         namer = NodeNamer(self.llm, log, check, texts, vectors, params=self.params, concurrency=self.concurrency,
-                          message=self.message, progress=self.progress)
+                          embed=self.kb.embedder_for(self.collection).embed_documents, message=self.message,
+                          progress=self.progress)
         full = rebuild or not has_tree
         if full:
             self.message(f"clustering {len(chunks)} chunks…")
@@ -682,7 +731,7 @@ def redescribe_changed(kb: KnowledgeBase, collection: str, llm: LLMClient, log: 
         vectors[cid] = v / (np.linalg.norm(v) or 1.0)
     texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
     namer = NodeNamer(llm, log, collection_check(kb, collection, chunks), texts, vectors, params=params,
-                      concurrency=concurrency, message=message)
+                      concurrency=concurrency, embed=kb.embedder_for(collection).embed_documents, message=message)
     named = namer.name(views, targets)
     changed = {p: n for p, n in named.items() if (n.name, n.description) != (views[p].name, views[p].description)}
     if changed:

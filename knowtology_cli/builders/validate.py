@@ -234,10 +234,14 @@ class NameRules:
         copied_run: this many consecutive words shared with the instructions means a name or a
             description repeats the prompt instead of describing the node (shorter runs are common
             phrases).
+        copied_passage_run: a description repeating this many consecutive words of a passage it was
+            shown quotes that passage instead of describing the node (descriptions may reuse the
+            passages' terms, so the run is longer than for the instructions).
     """
 
     max_words: int = 8
     copied_run: int = 6
+    copied_passage_run: int = 8
 
 
 _URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.[a-z0-9-]|mailto:)")
@@ -335,6 +339,13 @@ class NameCheck:
         n = max(2, self.rules.copied_run)
         return any(tuple(words[i:i + n]) in self.instruction_runs for i in range(len(words) - n + 1))
 
+    def copies_passage(self, text: str, passages: Iterable[str]) -> bool:
+        """True when ``text`` repeats a run of ``rules.copied_passage_run`` words of one of ``passages``."""
+        words = _words(text)
+        n = max(2, self.rules.copied_passage_run)
+        runs = {tuple(w[i:i + n]) for p in passages for w in [_words(p)] for i in range(len(w) - n + 1)}
+        return any(tuple(words[i:i + n]) in runs for i in range(len(words) - n + 1))
+
     def _file_like(self, text: str) -> bool:
         if text in self.slugs or text in self.paths:
             return True
@@ -360,7 +371,7 @@ class NameCheck:
             return "is a file or document name"
         if seg.casefold() in self.placeholders:
             return "is a placeholder from the instructions"
-        if any(m in seg for m in self.markers):
+        if any(m.casefold() in seg.casefold() for m in self.markers):
             return "copies the layout of the prompt"
         if len(_words(seg)) > self.rules.max_words:
             return f"is a sentence, not a short label (more than {self.rules.max_words} words)"
@@ -416,7 +427,7 @@ class NameCheck:
             return "contains '|' (a table row)"
         if any(len(c) > 2 and c in text for c in self.chunk_ids):
             return "contains a chunk id"
-        if any(m in text for m in self.markers):
+        if any(m.casefold() in text.casefold() for m in self.markers):
             return "copies the layout of the prompt"
         if self._copies_instructions(text):
             return "copies the instructions"

@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
             with handled():
                 from knowtology_cli.errors import KnowtologyError
 
-                raise KnowtologyError(f"stopped after {max_steps} steps without a final answer",
+                raise KnowtologyError(f"stopped after {result.steps_taken} steps without a final answer",
                                       hint="raise --max-steps or ask a narrower question")
         if result.uncited:
             unread = f" (it cited {', '.join(result.cited_unread)} without reading them)" if result.cited_unread else ""
