@@ -57,7 +57,8 @@ def test_hybrid_by_default_maps_everything_and_asks_only_for_names(store):
     report = json.loads(done.stdout)
     assert report["builder"] == "hybrid" and report["unmapped"] == 0 and report["mapped"] > 200
     assert tree == [] and report["llm_calls"] == len(naming) >= 2
-    assert report["name_origins"] == {"llm": report["nodes"]}
+    origins = report["name_origins"]
+    assert sum(origins.values()) == report["nodes"] and origins["llm"] > report["nodes"] / 2
     assert "limits: context 8,192 tokens (default profile" in done.stderr
     with FakeLLMServer() as srv:
         human = kt(store, srv, "build", "--llm", "openai:some-local-model")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_llm_builder import TOPICS as TOPIC_WORDS
 from test_llm_builder import assert_tree_sound, corpus, ingest, make_kb
 
 from knowtology_cli.builders.hybrid import NodeView, changed_nodes, renamed_paths, tree_views
@@ -19,11 +20,28 @@ from knowtology_cli.testing.fake_llm import naming_brain, parse_categories
 LOCAL = get_profile("some-local-model")  # the unknown-model default: 8k context, 2k replies
 
 
+def samples_by_id(user: str) -> dict[str, list[str]]:
+    """The sample passages shown for each category id of a naming prompt."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in user.splitlines():
+        m = re.match(r'<category id="([^"]+)"', line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+        elif current and line.startswith("- "):
+            out[current].append(line[2:])
+    return out
+
+
 def good_names(system: str, user: str) -> dict:
-    """A model that renames every node: 'Draft' -> 'Draft Topics', with a description."""
+    """A model that renames every node ('Draft' -> 'Draft Topics') and describes it from its passages."""
     reply = naming_brain(parse_categories(user))
+    samples = samples_by_id(user)
     for item in reply["names"]:
+        words = " ".join(" ".join(samples.get(item["id"], [])).split()[:5])
         item["name"] = item["name"] + " Topics"
+        item["description"] = f"Passages about {words}."
     return reply
 
 
@@ -56,8 +74,11 @@ def test_structure_is_the_offline_one_and_every_name_comes_from_the_llm(tmp_path
     assert report.builder == "hybrid" and report.unmapped == 0 and report.mapped == 60
     assert leaf_partition(kb) == leaf_partition(offline)  # same clustering, same chunks per leaf
     nodes = kb.tree.nodes("default")
-    assert all(n.name.endswith(" Topics") and n.description.startswith("Passages about") for n in nodes)
-    assert report.name_origins == {"llm": len(nodes)} and report.rejected_names == 0
+    from_llm = [n for n in nodes if n.name.endswith(" Topics")]
+    assert all(n.description.startswith("Passages about") for n in from_llm)
+    # near-identical siblings: a label that would send their chunks to the wrong one keeps the offline name
+    assert report.name_origins.get("llm", 0) + report.name_origins.get("llm_reasked", 0) == len(from_llm)
+    assert report.name_origins.get("offline", 0) == len(nodes) - len(from_llm) < len(nodes) / 2
     assert all(c.schema_name == NAMES_SCHEMA_NAME for c in llm.calls)
     assert report.llm_calls == len(llm.calls) == len(kb.tree.calls("default"))
     assert report.input_tokens == sum(r["input_tokens"] for r in kb.tree.calls("default")) > 0
@@ -133,7 +154,7 @@ def test_a_naming_reply_cut_at_the_output_limit_is_split(tmp_path):
     ids = [sorted(parse_categories(c.user)) for c in llm.calls]
     first, halves = {d for _, d in ids[0]}, [{d for _, d in x} for x in ids[1:3]]
     assert halves[0] | halves[1] == first and not halves[0] & halves[1]
-    assert report.name_origins == {"llm": len(kb.tree.nodes("default"))}
+    assert sum(report.name_origins.values()) == len(kb.tree.nodes("default")) and report.name_origins["llm"] > 0
     statuses = [r["status"] for r in kb.tree.calls("default")]
     assert statuses[0] == "truncated" and kb.tree.calls("default")[0]["output_tokens"] == 50
 
@@ -224,3 +245,26 @@ def test_auto_is_hybrid_when_a_model_is_configured_in_the_environment(tmp_path, 
     kb = KnowledgeBase.open(tmp_path / "store")
     assert kb.build(builder="cluster").builder == "cluster"
     kb.close()
+
+
+def test_a_label_that_fits_a_sibling_better_than_its_own_node_is_refused(tmp_path):
+    kb = make_kb_in(tmp_path / "kb", corpus(12))
+    topics = sorted(TOPIC_WORDS)
+
+    def swapped(system, user):  # every node described with the words of another topic
+        reply = naming_brain(parse_categories(user))
+        for k, item in enumerate(reply["names"]):
+            other = topics[(k + 1) % len(topics)]
+            item["name"], item["description"] = f"{other.title()} Notes", f"All about {TOPIC_WORDS[other]}."
+        return reply
+
+    report = hybrid(kb, namer(swapped))
+    assert any("better than its own" in n for n in report.notes)
+    top = [n for n in kb.tree.nodes("default") if n.level == 1]
+    assert report.name_origins.get("offline", 0) >= len(top) - 1  # the misleading labels gave way
+    by_topic = {}
+    for m in kb.tree.mappings("default"):
+        by_topic.setdefault(m.path.split("/")[0], set()).add(m.doc_id)
+    for n in top:  # a top-level name never names a topic its chunks are not about
+        named = [t for t in topics if t in n.name.casefold()]
+        assert all(t in by_topic[n.path] for t in named), (n.name, by_topic[n.path])
