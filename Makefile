@@ -9,7 +9,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress test-local-llm clean
+.PHONY: install demo test lint bench stress golden test-local-llm clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +56,10 @@ bench: $(STAMP)
 
 stress: $(STAMP)
 	$(BIN)/python -m benchmarks.stress
+
+# rewrite the golden offline trees (tests/golden/*.txt) after reviewing a naming change
+golden: $(STAMP)
+	$(BIN)/python -m benchmarks.golden_trees
 
 # opt-in, not part of `make test`: a real local model (../shared/tools/local-llm) builds and answers
 test-local-llm: $(STAMP)

@@ -40,9 +40,7 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
-SEARCH_MODES = ("semantic", "hybrid", "keyword")
 BUILDERS = ("auto", "hybrid", "llm", "cluster")
-FUSION_DEPTH = 100
 UPSERT_BATCH = 512
 
 
@@ -436,32 +434,89 @@ class KnowledgeBase:
         collection: str | None = None,
         k: int = 5,
         under: str | None = None,
-        mode: str = "semantic",
+        mode: str | None = None,
+        preset: str | None = None,
+        rerank: str | None = None,
+        rerank_top: int | None = None,
+        explain: bool = False,
         min_score: float | None = None,
+        warn: MessageFn = _noop_message,
     ) -> SearchResult:
-        """Search by meaning (``semantic``), or fuse it with BM25 (``hybrid``); snippets only."""
+        """Search with the preset's stages (``default``: hybrid BM25 + vectors); snippets only.
+
+        Args:
+            query: words or a question.
+            mode: ``hybrid``, ``semantic`` or ``keyword`` (default: the preset's).
+            preset: ``fast``, ``default`` or ``thorough`` (see `retrieval.presets`).
+            rerank: ``none`` or ``llm`` (the configured LLM grades the top ``rerank_top`` snippets
+                in one call); reranking reorders, it never drops a hit.
+            explain: record on each hit the score every stage gave it.
+            warn: receives one-line warnings (an LLM rerank that fell back to the incoming order).
+        """
+        from .retrieval.pipeline import retrieve
+        from .retrieval.presets import SEARCH_MODES, get_preset
+        from .retrieval.rerank import RERANK_TOP, RERANKERS
+
         name = self._collection(collection)
+        chosen = get_preset(preset)
+        mode = mode or chosen.mode
         if mode not in SEARCH_MODES:
-            raise ConfigError(f"unknown search mode {mode!r}", hint="use semantic or hybrid")
+            raise ConfigError(f"unknown search mode {mode!r}", hint="use hybrid, semantic or keyword")
+        if rerank not in (None, *RERANKERS):
+            raise ConfigError(f"unknown reranker {rerank!r}", hint="use " + " or ".join(RERANKERS))
         if not query.strip():
             raise ConfigError("empty query", hint="give a question or some words to search for")
         if k < 1:
             raise ConfigError(f"-k must be at least 1, got {k}")
+        self._require_collection(name)
         within = self._resolve_under(name, under)
+        if mode != "keyword":
+            self.embedder_for(name)  # a mismatched embedder is an error before any search runs
+        reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn)
+        found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=k,
+                         embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
+        ranking = found.ranking
+        if chosen.tree_lift > 0 and ranking:
+            from .retrieval.pipeline import tree_lift
+
+            leaf_of = {m.chunk_id: m.path for m in self.tree.mappings(name, chunk_ids=[s.chunk_id for s in ranking[:100]])}
+            if leaf_of:  # no tree yet: nothing to lift by
+                ranking, leaf_scores = tree_lift(ranking, leaf_of, chosen.tree_lift)
+                found.note("tree", [ScoredId(i, v) for i, v in leaf_scores.items()])
+        reranked: dict[str, float] = {}
+        if reranker is not None and len(ranking) > 1:
+            head = self._hits(name, ranking[: reranker.top_n])
+            outcome = reranker.rerank(query, ranking, {h.chunk_id: h.snippet for h in head})
+            ranking, reranked = outcome.ranking, outcome.scores
+        top = ranking[:k]
+        hits = self._hits(name, top, min_score)
         if mode == "keyword":
-            scored = self.vectors.keyword_search(name, query, k, within=within)
-        else:
-            embedder = self.embedder_for(name)
-            vector = embedder.embed_query(query)
-            if mode == "semantic":
-                scored = self.vectors.vector_search(name, vector, k, within=within)
-            else:
-                depth = max(FUSION_DEPTH, k)
-                dense = self.vectors.vector_search(name, vector, depth, within=within)
-                sparse = self.vectors.keyword_search(name, query, depth, within=within)
-                scored = fuse(dense, sparse)[:k]
-        return SearchResult(collection=name, query=query, mode=mode, under=under,
-                            hits=self._hits(name, scored, min_score))
+            hits = self._keyword_windows(name, hits, query)
+        if explain:
+            stages = found.stages
+            for rank, s in enumerate(ranking[:k], start=1):
+                entry = stages.setdefault(s.chunk_id, {})
+                if s.chunk_id in reranked:
+                    entry["rerank"] = reranked[s.chunk_id]
+                entry["final_rank"] = rank
+            hits = [h.model_copy(update={"explain": dict(stages.get(h.chunk_id, {}))}) for h in hits]
+        return SearchResult(collection=name, query=query, mode=mode, under=under, hits=hits, preset=chosen.name,
+                            reranker=reranker.name if reranker is not None else None,
+                            expansion=found.expansion or None if explain else None)
+
+    def _reranker(self, collection: str, name: str | None, top_n: int, warn: MessageFn) -> Any:
+        """The reranker called ``name`` (None for ``none``); ``llm`` needs a configured model."""
+        if name in (None, "none"):
+            return None
+        from .retrieval.rerank import LLMReranker
+
+        client = self.llm
+        if client is None and self.settings is not None and self.settings.llm:
+            client = self.llm = llm_from_settings(self.settings.llm, self.settings)
+        if client is None:
+            raise ConfigError("the llm reranker needs a model",
+                              hint="pass --llm openai:MODEL or anthropic:MODEL, or set KNOWTOLOGY_LLM")
+        return LLMReranker(client, top_n=top_n, cache=self.tree, collection=collection, warn=warn)
 
     def grep(
         self,
@@ -495,8 +550,24 @@ class KnowledgeBase:
             if not query:
                 raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
             scored = self.vectors.keyword_search(name, query, k, within=within)
+        hits = self._keyword_windows(name, self._hits(name, scored, min_score), query, regex=regex)
         return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
-                            hits=self._hits(name, scored, min_score))
+                            hits=hits)
+
+    def _keyword_windows(self, collection: str, hits: list[Hit], query: str, *, regex: bool = False) -> list[Hit]:
+        """Keyword hits whose snippet is the chunk's best-matching line (or window), matches marked;
+        a hit whose text has no match (e.g. only its title matched) keeps its snippet."""
+        if not hits:
+            return hits
+        from .retrieval.highlight import best_window, keyword_matcher, regex_matcher
+
+        find = regex_matcher(query) if regex else keyword_matcher(query)
+        texts = {c.chunk_id: c.text for c in self.vectors.get(collection, [h.chunk_id for h in hits])}
+        out = []
+        for h in hits:
+            window = best_window(texts.get(h.chunk_id, ""), find)
+            out.append(h if window is None else h.model_copy(update={"snippet": window.text, "marks": window.marks}))
+        return out
 
     def _hits(self, collection: str, scored: Sequence[ScoredId], min_score: float | None = None) -> list[Hit]:
         """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported."""
@@ -532,8 +603,13 @@ class KnowledgeBase:
         collection: str | None = None,
         session: str | None = None,
         force: bool = False,
+        context: int = 0,
     ) -> ReadResult:
-        """Full text of chunks; repeats within the session come back ``already_read`` without text."""
+        """Full text of chunks; repeats within the session come back ``already_read`` without text.
+
+        ``context=N`` also returns up to N chunks before and N after each one in its document
+        (``context_of`` names the chunk they widen); they count as read in the session too.
+        """
         name = self._collection(collection)
         session_name = self._session(session)
         ids = [c.strip() for c in chunk_ids if c and c.strip()]
@@ -548,17 +624,39 @@ class KnowledgeBase:
                 + (f" (+{len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""),
                 hint="copy ids from search, grep or browse output",
             )
-        mapped = {m.chunk_id: m for m in self.tree.mappings(name, chunk_ids=ids)}
+        if context < 0:
+            raise ConfigError(f"--context must be 0 or more, got {context}")
+        order: list[tuple[str, str | None]] = []  # (chunk id, the requested id it is context for)
+        placed: set[str] = set()
+        requested = list(dict.fromkeys(ids))
+        for chunk_id in requested:
+            around = self.vectors.neighbours(name, chunks[chunk_id], context, context) if context else []
+            for c in around:
+                chunks.setdefault(c.chunk_id, c)
+            before = [c.chunk_id for c in around if c.chunk_index < chunks[chunk_id].chunk_index]
+            after = [c.chunk_id for c in around if c.chunk_id not in before]
+            for other in before:
+                if other not in placed and other not in requested:
+                    order.append((other, chunk_id))
+                    placed.add(other)
+            if chunk_id not in placed:
+                order.append((chunk_id, None))
+                placed.add(chunk_id)
+            for other in after:
+                if other not in placed and other not in requested:
+                    order.append((other, chunk_id))
+                    placed.add(other)
+        mapped = {m.chunk_id: m for m in self.tree.mappings(name, chunk_ids=[i for i, _ in order])}
         seen = set(self.read_history(collection=name, session=session_name))
         out: list[ReadChunk] = []
         newly: list[str] = []
-        for chunk_id in dict.fromkeys(ids):
+        for chunk_id, context_of in order:
             c = chunks[chunk_id]
             repeat = chunk_id in seen and not force
             out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
                                  text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
                                  file_name=c.file_name, chunk_index=c.chunk_index, title=c.title,
-                                 **provenance(c.metadata)))
+                                 context_of=context_of, **provenance(c.metadata)))
             if not repeat and chunk_id not in seen:
                 newly.append(chunk_id)
         if newly:

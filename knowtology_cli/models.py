@@ -105,6 +105,10 @@ class Hit(Record):
     section: str = ""
     lines: tuple[int, int] | None = None
     pages: tuple[int, int] | None = None
+    #: ``[start, end)`` character spans of the snippet that matched the query (grep / keyword hits).
+    marks: list[tuple[int, int]] = Field(default_factory=list)
+    #: with ``explain``: the score (and rank) each search stage gave this hit, by stage name.
+    explain: dict[str, float] | None = None
 
 
 class SearchResult(Record):
@@ -112,9 +116,13 @@ class SearchResult(Record):
 
     collection: str = "default"
     query: str
-    mode: str = "semantic"
+    mode: str = "hybrid"
     under: str | None = None
     hits: list[Hit] = Field(default_factory=list)
+    preset: str | None = None
+    reranker: str | None = None
+    #: with ``explain`` and the feedback stage: the weighted query RM3 sent to the keyword index.
+    expansion: dict[str, float] | None = None
 
 
 class ReadChunk(Record):
@@ -131,6 +139,8 @@ class ReadChunk(Record):
     section: str = ""
     lines: tuple[int, int] | None = None
     pages: tuple[int, int] | None = None
+    #: set on a neighbouring chunk returned by ``read(..., context=N)``: the id it is context for.
+    context_of: str | None = None
 
 
 class ReadResult(Record):

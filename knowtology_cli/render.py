@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import BrowseResult, ReadResult, SearchResult
+from .models import BrowseResult, Hit, ReadResult, SearchResult
 from .provenance import cite
 
 ALREADY_READ = "(already read — skip)"
@@ -27,15 +27,56 @@ def browse_text(result: BrowseResult) -> str:
     return "\n".join(lines)
 
 
+#: Characters of a snippet on an agent's hit line (~10 tokens): keeps a grouped hit ≤ 25 tokens; `kt bench tokens`.
+SNIPPET_CHARS = 48
+ELLIPSIS = "…"
+
+
+def trim(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, ``…`` marking the cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return (text[:cut] if cut > limit // 2 else text[: limit - 1]).rstrip(" ,;:.-—") + ELLIPSIS
+
+
+def hit_group(hit: Hit) -> str:
+    """The heading a hit is listed under: its category path, else its file, else ``(unmapped)``."""
+    return hit.path or hit.file_name or "(unmapped)"
+
+
+def grouped_hits(hits: list[Hit]) -> dict[str, list[Hit]]:
+    """Hits by `hit_group`, groups in order of their best hit, hits in rank order within a group."""
+    groups: dict[str, list[Hit]] = {}
+    for h in hits:
+        groups.setdefault(hit_group(h), []).append(h)
+    return groups
+
+
+def score_text(score: float) -> str:
+    """A score with two decimals, ``.95`` rather than ``0.95`` (2 tokens instead of 4)."""
+    text = f"{score:.2f}"
+    return text[1:] if text.startswith("0.") else text.replace("-0.", "-.", 1)
+
+
+def hit_line(hit: Hit) -> str:
+    """`` [chunk_id] snippet score`` — one hit under its group heading."""
+    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {score_text(hit.score)}"
+
+
 def search_text(result: SearchResult, *, context: bool = False) -> str:
-    """One line per hit: ``[chunk_id] path — snippet (score)``; or a context block with ``context``."""
+    """Hits grouped under their path (``path`` line, then `` [chunk_id] snippet score`` lines, best
+    group first); or a context block with ``context``."""
     if not result.hits:
         return f"No results for {result.query!r}."
     if context:
         return "\n".join(f"- [{h.chunk_id}] ({h.path or h.file_name}) {h.snippet}" for h in result.hits)
-    return "\n".join(
-        f"[{h.chunk_id}] {h.path or '(unmapped)'} — {h.snippet} ({h.score:.3f})" for h in result.hits
-    )
+    lines: list[str] = []
+    for group, hits in grouped_hits(result.hits).items():
+        lines.append(group)
+        lines.extend(hit_line(h) for h in hits)
+    return "\n".join(lines)
 
 
 def read_text(result: ReadResult, *, context: bool = False) -> str:
@@ -47,13 +88,15 @@ def read_text(result: ReadResult, *, context: bool = False) -> str:
     blocks = []
     for c in result.chunks:
         if c.already_read:
-            blocks.append(f"[{c.chunk_id}] {ALREADY_READ}")
+            blocks.append(f"[{c.chunk_id}] {ALREADY_READ}" + (f" (context of {c.context_of})" if c.context_of else ""))
             continue
         where = c.path or "(unmapped)"
         if c.file_name and (c.lines or c.pages):
             source = cite(c.file_name, c.lines, c.pages)
         else:
             source = f"{c.file_name}#{c.chunk_index}" if c.file_name else c.doc_id
+        if c.context_of:  # a neighbour returned by read(context=N)
+            source += f" (context of {c.context_of})"
         if context:
             blocks.append(f'<chunk id="{c.chunk_id}" source="{source}" path="{where}">\n{c.text}\n</chunk>')
         else:

@@ -12,7 +12,7 @@ import asyncio
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 50
+MAX_CONTEXT = 10
 
 
 # --------------------------------------------------------------------------- argument models
@@ -58,6 +59,11 @@ class SearchArgs(ToolArgs):
     under: str | None = Field(
         default=None, description="Only search inside this category path (from km_browse_tree)."
     )
+    preset: Literal["fast", "default", "thorough"] | None = Field(
+        default=None,
+        description="Speed/quality trade-off: 'fast' (keywords only), 'default' (meaning + keywords), "
+                    "'thorough' (adds query expansion from the first results; slower, finds more).",
+    )
 
 
 class KeywordArgs(ToolArgs):
@@ -80,6 +86,11 @@ class ReadArgs(ToolArgs):
     chunk_ids: list[str] = Field(
         min_length=1,
         description="Chunk ids to read in full, exactly as shown in [brackets] by the other tools.",
+    )
+    context: int = Field(
+        default=0, ge=0, le=MAX_CONTEXT,
+        description="Also return this many neighbouring chunks before and after each one, from the same "
+                    "document (to widen a hit without another search).",
     )
 
     @field_validator("chunk_ids", mode="before")
@@ -139,10 +150,11 @@ TOOLS: tuple[ToolDef, ...] = (
         args=SearchArgs,
         title="Search by meaning",
         description=(
-            "Semantic search: find chunks about a topic even when the wording differs. Returns one "
-            "line per hit — '[chunk_id] category/path — snippet (score)' — never the full text. "
-            "Use 'under' to stay inside a category found with km_browse_tree. Next: read the most "
-            "promising hits with km_read_chunks before answering; do not answer from snippets alone."
+            "Search by meaning and wording together: finds chunks about a topic even when the words "
+            "differ. Returns hits grouped under their category path, one line per hit — "
+            "'[chunk_id] snippet score' — never the full text. Use 'under' to stay inside a category "
+            "found with km_browse_tree; preset='thorough' when the first results miss. Next: read the "
+            "most promising hits with km_read_chunks before answering; do not answer from snippets alone."
         ),
     ),
     ToolDef(
@@ -164,7 +176,8 @@ TOOLS: tuple[ToolDef, ...] = (
         title="Read chunks in full",
         description=(
             "Read the full original text of chunks by id (ids come from the other three tools). "
-            "This is the source to answer from and to cite. Read only the few chunks you need. "
+            "This is the source to answer from and to cite. Read only the few chunks you need; "
+            "context=1 adds the chunks just before and after each one in its document. "
             "A chunk already read in this session comes back as '(already read — skip)': its text "
             "is earlier in the conversation, so do not ask for it again."
         ),
@@ -227,7 +240,9 @@ class KnowledgeMapTools:
         kb: an existing knowledge base to wrap.
         embedder: query embedder; default: the one recorded for the collection.
         session: read-history session name (default: the knowledge base's configured one).
-        search_mode: ``semantic`` or ``hybrid`` for ``km_search_chunks``.
+        search_mode: ``hybrid``, ``semantic`` or ``keyword`` for ``km_search_chunks`` (default:
+            the preset's, hybrid unless ``preset='fast'``).
+        preset: default search preset (``fast``, ``default``, ``thorough``).
         min_score: drop search hits scoring below this.
     """
 
@@ -242,8 +257,9 @@ class KnowledgeMapTools:
         kb: KnowledgeBase | None = None,
         embedder: Embedder | None = None,
         session: str | None = None,
-        search_mode: str = "semantic",
+        search_mode: str | None = None,
         min_score: float | None = None,
+        preset: str | None = None,
     ) -> None:
         if kb is None:
             from .kb import KnowledgeBase
@@ -265,6 +281,7 @@ class KnowledgeMapTools:
         self.session = kb._session(session)
         self.top_k = top_k
         self.search_mode = search_mode
+        self.preset = preset
         self.min_score = min_score
         self._lock = threading.RLock()
 
@@ -290,11 +307,12 @@ class KnowledgeMapTools:
         with self._lock:
             return self.kb.browse(path or ROOT, collection=self.collection, depth=depth)
 
-    def search(self, query: str, top_k: int | None = None, under: str | None = None) -> SearchResult:
-        """Semantic (or hybrid) search; snippets only."""
+    def search(self, query: str, top_k: int | None = None, under: str | None = None,
+               preset: str | None = None) -> SearchResult:
+        """Hybrid search (or the configured mode) with the preset's stages; snippets only."""
         with self._lock:
             return self.kb.search(query, collection=self.collection, k=top_k or self.top_k, under=under or None,
-                                  mode=self.search_mode, min_score=self.min_score)
+                                  mode=self.search_mode, preset=preset or self.preset, min_score=self.min_score)
 
     def keyword(self, keywords: str | Sequence[str], top_k: int | None = None,
                 under: str | None = None) -> SearchResult:
@@ -304,12 +322,13 @@ class KnowledgeMapTools:
                                 min_score=self.min_score)
 
     def read(self, chunk_ids: str | Sequence[str], *, session: str | None = None,
-             force: bool = False) -> ReadResult:
-        """Full text; repeats in the session come back ``already_read``."""
+             force: bool = False, context: int = 0) -> ReadResult:
+        """Full text (plus ``context`` neighbours each side); repeats in the session come back ``already_read``."""
         ids = ReadArgs.model_validate({"chunk_ids": chunk_ids}).chunk_ids if isinstance(chunk_ids, str) \
             else list(chunk_ids)
         with self._lock:
-            return self.kb.read(ids, collection=self.collection, session=session or self.session, force=force)
+            return self.kb.read(ids, collection=self.collection, session=session or self.session, force=force,
+                                context=context)
 
     def history(self, *, session: str | None = None) -> list[str]:
         """Chunk ids the session has read, oldest first."""
@@ -335,14 +354,14 @@ class KnowledgeMapTools:
             result = self.browse(args.path)
             text = render.browse_text(result)
         elif isinstance(args, SearchArgs):
-            result = self.search(args.query, args.top_k, args.under)
+            result = self.search(args.query, args.top_k, args.under, args.preset)
             text = render.search_text(result)
         elif isinstance(args, KeywordArgs):
             result = self.keyword(args.keywords, args.top_k, args.under)
             text = render.search_text(result)
         else:
             assert isinstance(args, ReadArgs)
-            result = self.read(args.chunk_ids, session=session)
+            result = self.read(args.chunk_ids, session=session, context=args.context)
             text = render.read_text(result)
         return ToolOutput(tool=tool.name, text=text, result=result)
 
@@ -355,33 +374,36 @@ class KnowledgeMapTools:
         """``km_browse_tree`` as text."""
         return self.call("km_browse_tree", {"path": path})
 
-    def search_chunks_sync(self, query: str, top_k: int | None = None, under: str | None = None) -> str:
+    def search_chunks_sync(self, query: str, top_k: int | None = None, under: str | None = None,
+                           preset: str | None = None) -> str:
         """``km_search_chunks`` as text."""
-        return self.call("km_search_chunks", {"query": query, "top_k": top_k, "under": under})
+        return self.call("km_search_chunks", {"query": query, "top_k": top_k, "under": under, "preset": preset})
 
     def search_keyword_sync(self, keywords: str, top_k: int | None = None, under: str | None = None) -> str:
         """``km_search_keyword`` as text."""
         return self.call("km_search_keyword", {"keywords": keywords, "top_k": top_k, "under": under})
 
-    def read_chunks_sync(self, chunk_ids: str | Sequence[str]) -> str:
+    def read_chunks_sync(self, chunk_ids: str | Sequence[str], context: int = 0) -> str:
         """``km_read_chunks`` as text."""
-        return self.call("km_read_chunks", {"chunk_ids": chunk_ids if isinstance(chunk_ids, str) else list(chunk_ids)})
+        return self.call("km_read_chunks", {"chunk_ids": chunk_ids if isinstance(chunk_ids, str) else list(chunk_ids),
+                                            "context": context})
 
     async def browse_tree(self, path: str = ROOT) -> str:
         """Async ``km_browse_tree`` (runs the synchronous core in a worker thread)."""
         return await asyncio.to_thread(self.browse_tree_sync, path)
 
-    async def search_chunks(self, query: str, top_k: int | None = None, under: str | None = None) -> str:
+    async def search_chunks(self, query: str, top_k: int | None = None, under: str | None = None,
+                            preset: str | None = None) -> str:
         """Async ``km_search_chunks``."""
-        return await asyncio.to_thread(self.search_chunks_sync, query, top_k, under)
+        return await asyncio.to_thread(self.search_chunks_sync, query, top_k, under, preset)
 
     async def search_keyword(self, keywords: str, top_k: int | None = None, under: str | None = None) -> str:
         """Async ``km_search_keyword``."""
         return await asyncio.to_thread(self.search_keyword_sync, keywords, top_k, under)
 
-    async def read_chunks(self, chunk_ids: str | Sequence[str]) -> str:
+    async def read_chunks(self, chunk_ids: str | Sequence[str], context: int = 0) -> str:
         """Async ``km_read_chunks``."""
-        return await asyncio.to_thread(self.read_chunks_sync, chunk_ids)
+        return await asyncio.to_thread(self.read_chunks_sync, chunk_ids, context)
 
     # integrations ---------------------------------------------------------------------------
     def get_langchain_tools(self) -> list[Any]:

@@ -48,12 +48,17 @@ def test_retrieval_json_has_metrics_for_modes_and_baselines(bench_env: Path) -> 
     (coll,) = data["collections"]
     assert coll["dataset"] == "adi" and coll["queries"] == 8 and coll["chunks"] == 82
     systems = {r["system"] for r in coll["rows"]}
-    assert {"kt keyword", "kt semantic", "kt hybrid"} <= systems
+    assert {"kt fast (keyword)", "kt semantic", "kt default (hybrid)", "kt thorough"} <= systems
     assert any(r["kind"] == "baseline" and r["mode"] == "keyword" for r in coll["rows"])
     for row in coll["rows"]:
         for metric in ("ndcg@10", "recall@10", "recall@100", "mrr@10"):
             assert _in_unit(row[metric]), (row["system"], metric, row[metric])
-    assert {c["mode"] for c in coll["comparison"]} == {"keyword", "semantic", "hybrid"}
+    assert {c["mode"] for c in coll["comparison"]} == {"keyword", "semantic", "hybrid", "thorough"}
+    presets = data["presets"]["rows"]
+    assert [r["collection"] for r in presets] == ["adi", "mean"]
+    assert data["presets"]["thorough_gain"] == round(presets[-1]["thorough"] - presets[-1]["hybrid"], 4)
+    rules = {v["variant"] for v in coll["fusion_variants"]}
+    assert {"minmax@100", "zscore@1000", "rrf@1000"} <= rules
     assert (bench_env / "retrieval.json").is_file()
     assert (bench_env / "retrieval_ndcg.png").stat().st_size > 0
 
@@ -89,17 +94,32 @@ def test_tree_json_scores_levels_against_labels(bench_env: Path, tmp_path: Path)
         f"{d}\t{i % 3}.{i % 5}\t{i % 3}\t{i % 3}.{i % 2}\t{i % 3}.{i % 2}{i % 5}\n" for i, d in enumerate(ids)))
     data = _run(["bench", "tree", str(ADI), "--labels", str(labels), "--embedder", "hash", "--json", "--out",
                  str(bench_env)])
-    rows = data["builders"]["cluster"]["rows"]
+    (coll,) = data["collections"]
+    rows = coll["builders"]["cluster"]["rows"]
     assert rows and {r["builder"] for r in rows} >= {"offline cluster", "shuffled (chance)", "flat k-means"}
     for row in rows:
-        assert _in_unit(row["nmi_l1"]) and -1.0 <= row["ari_l3"] <= 1.0
-    assert data["builders"]["cluster"]["shape"]["depth"] >= 1
+        assert _in_unit(row["nmi_l1"]) and -1.0 <= row["ari_l3"] <= 1.0 and row["ami_l1"] <= 1.0
+    assert coll["builders"]["cluster"]["shape"]["depth"] >= 1
 
 
-def test_tree_without_labels_is_a_clear_error(bench_env: Path) -> None:
-    result = CliRunner().invoke(app, ["bench", "tree", str(ADI), "--embedder", "hash", "--out", str(bench_env)])
+def test_tree_without_labels_judges_names_and_balance(bench_env: Path) -> None:
+    data = _run(["bench", "tree", str(ADI), "--embedder", "hash", "--json", "--out", str(bench_env)])
+    (coll,) = data["collections"]
+    cluster = coll["builders"]["cluster"]
+    assert coll["labels"] is None and cluster["rows"] == []
+    names = cluster["names"]
+    assert [n["level"] for n in names] == list(range(1, cluster["shape"]["depth"] + 1))
+    assert names[0]["chunks"] == coll["chunks"] == 82
+    for row in names:
+        assert _in_unit(row["routing"]) and _in_unit(row["majority"]) and _in_unit(row["largest_share"])
+        assert row["gain"] == pytest.approx(row["routing"] - row["majority"], abs=1e-3)
+
+
+def test_tree_with_a_missing_labels_file_is_a_clear_error(bench_env: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "tree", str(ADI), "--labels", str(tmp_path / "nope.tsv"),
+                                      "--embedder", "hash", "--out", str(bench_env)])
     assert result.exit_code == 1
-    assert "labels" in result.output
+    assert "labels" in result.output and "nope.tsv" in result.output
 
 
 @pytest.mark.slow

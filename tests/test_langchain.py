@@ -35,7 +35,7 @@ def test_names_descriptions_and_typed_arguments(lc_tools) -> None:
     search = lc_tools["km_search_chunks"]
     assert "km_read_chunks" in search.description
     props = search.tool_call_schema.model_json_schema()["properties"]
-    assert set(props) == {"query", "top_k", "under"}
+    assert set(props) == {"query", "top_k", "under", "preset"}
     assert lc_tools["km_read_chunks"].tool_call_schema.model_json_schema()["properties"]["chunk_ids"]["type"] == "array"
 
 
@@ -51,9 +51,9 @@ def test_agent_style_exploration(lc_tools, agent_store_copy) -> None:
     assert all(isinstance(m, ToolMessage) and m.status == "success" for m in (browse_root, browse_leaf, search, keyword))
     assert browse_root.content.startswith("root (") and "[Category]" in browse_root.content
     assert f"[{ids[0]}]" in browse_leaf.content
-    assert search.tool_call_id == "c3" and len(search.content.splitlines()) == 3
+    assert search.tool_call_id == "c3" and search.content.count("\n [") == 3  # 3 hit lines under paths
     assert search.artifact["hits"][0]["chunk_id"] in search.content
-    assert keyword.content.splitlines()[0].startswith("[sec-1]")
+    assert keyword.content.splitlines()[1].lstrip().startswith("[sec-1]")  # under its path heading
     first = keyword.artifact["hits"][0]["chunk_id"]
     step2 = AIMessage(content="", tool_calls=[
         {"name": "km_read_chunks", "args": {"chunk_ids": [first]}, "id": "r1"},
@@ -75,4 +75,4 @@ def test_errors_come_back_as_tool_messages(lc_tools) -> None:
 
 def test_async_invocation(lc_tools) -> None:
     out = asyncio.run(lc_tools["km_search_keyword"].ainvoke({"keywords": "sick leave"}))
-    assert out.startswith("[hr-2]")
+    assert out.splitlines()[1].startswith(" [hr-2]")  # first hit, under its path heading

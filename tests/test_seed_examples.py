@@ -58,7 +58,7 @@ def _check_exploration(out: dict[str, str]) -> None:
     for hit_list in (out["search"], out["keyword"]):
         assert "[abc-123]" in hit_list
         assert "Refunds within 7 days of purchase..." in hit_list  # a snippet, never more
-    assert out["keyword"].splitlines()[0].startswith("[abc-123]")
+    assert out["keyword"].splitlines()[1].lstrip().startswith("[abc-123]")  # under its path heading
     assert out["read"].splitlines()[0].startswith("[abc-123]")
     assert out["read"].splitlines()[-1] == "Refunds within 7 days of purchase..."
     assert out["read_again"] == "[abc-123] (already read — skip)"

@@ -204,43 +204,26 @@ LOCAL_GEN_TPS = 20.0
 
 
 def routing_accuracy(kb: Any, collection: str) -> list[dict[str, Any]]:
-    """Name routing accuracy per level, beside the majority-sibling baseline.
+    """Name routing accuracy per level beside the majority-sibling baseline (``kt bench tree``'s measure).
 
-    Each node's ``name — description`` is embedded with the collection's embedder; every chunk is sent
-    to the sibling (among the children of its real parent) whose label is nearest its vector, and it
-    counts when that is its real node. Levels where a chunk's parent has a single child don't count.
-    The baseline always picks the largest sibling.
+    Each node's ``name — description`` is embedded with the collection's embedder and every chunk is
+    sent to the nearest sibling at each level; see :func:`knowtology_cli.bench.tree.name_routing`.
     """
     import numpy as np
 
-    nodes = kb.tree.nodes(collection)
-    if not nodes:
-        return []
+    from knowtology_cli.bench.tree import name_routing
+
     embedder = kb.embedder_for(collection)
-    labels = embedder.embed_documents([f"{n.name} — {n.description}".strip(" —") for n in nodes])
-    index = {n.path: i for i, n in enumerate(nodes)}
-    children: dict[str, list[str]] = {}
-    for n in nodes:
-        children.setdefault(n.path.rsplit("/", 1)[0] if "/" in n.path else "", []).append(n.path)
-    size = {n.path: n.chunk_count for n in nodes}
-    leaf = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
-    hits: dict[int, list[int]] = {}
-    majority: dict[int, list[int]] = {}
-    for chunks, vectors in kb.vectors.iter_rows(collection, with_vectors=True):
-        assert vectors is not None
-        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        for chunk, vec in zip(chunks, unit):
-            parts = leaf.get(chunk.chunk_id, "").split("/")
-            for level in range(1, len(parts) + 1):
-                real, parent = "/".join(parts[:level]), "/".join(parts[: level - 1])
-                siblings = children.get(parent, [])
-                if len(siblings) < 2 or real not in index:
-                    continue
-                scores = labels[[index[p] for p in siblings]] @ vec
-                hits.setdefault(level, []).append(int(siblings[int(np.argmax(scores))] == real))
-                majority.setdefault(level, []).append(int(max(siblings, key=lambda p: size[p]) == real))
-    return [{"level": lv, "chunks": len(hits[lv]), "routing_accuracy": round(sum(hits[lv]) / len(hits[lv]), 3),
-             "majority_baseline": round(sum(majority[lv]) / len(majority[lv]), 3)} for lv in sorted(hits)]
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+    vectors: dict[str, np.ndarray] = {}
+    for chunks, matrix in kb.vectors.iter_rows(collection, with_vectors=True):
+        assert matrix is not None
+        unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        vectors.update((c.chunk_id, v) for c, v in zip(chunks, unit))
+    rows = name_routing(kb.tree.nodes(collection), leaf_of, vectors,
+                        lambda texts: np.stack([embedder.embed_query(t) for t in texts]))
+    return [{"level": r["level"], "chunks": r["chunks"], "routing_accuracy": r["routing"],
+             "majority_baseline": r["majority"]} for r in rows]
 
 
 def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.5b-instruct", real: bool = False,

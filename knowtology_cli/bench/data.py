@@ -175,3 +175,40 @@ def reindex_fts(kb: KnowledgeBase, collection: str = COLLECTION) -> None:
     for column in FTS_COLUMNS:
         ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True, **FTS_OPTIONS)
     kb.vectors._datasets.pop(collection, None)  # type: ignore[attr-defined]
+
+
+def documents_digest(root: Path) -> str:
+    """A digest of every file under ``root`` (relative path + bytes), in path order."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + file_digest(path).encode() + b"\0")
+    return h.hexdigest()
+
+
+def open_documents_store(
+    root: str | Path,
+    embedder: str,
+    *,
+    message: Callable[[str], None] = lambda _m: None,
+) -> tuple[KnowledgeBase, Path, str]:
+    """Open the cached scratch store of a folder of documents (``sample_corpus/``), ingesting it when missing.
+
+    The store key covers every file's path and bytes and the embedder, as for BEIR collections.
+    Returns the knowledge base, its directory and the folder's name.
+    """
+    from knowtology_cli.embedders import canonical_name, get_embedder
+    from knowtology_cli.kb import KnowledgeBase
+
+    folder = Path(root).expanduser().resolve()
+    name = canonical_name(embedder)
+    key = hashlib.sha256(f"{documents_digest(folder)}\0{name}".encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", name.split("/")[-1])
+    directory = cache_root() / f"{folder.name}-{slug}-{key}"
+    marker = directory / "bench.json"
+    kb = KnowledgeBase.open(directory, embedder=get_embedder(embedder))
+    if not marker.is_file():
+        message(f"ingesting {folder} with {name} into {directory} (cached for reruns)…")
+        report = kb.ingest([str(folder)], collection=COLLECTION, embedder=embedder)
+        marker.write_text(json.dumps({"documents": str(folder), "embedder": name, "chunks": report.total,
+                                      "ingest_seconds": report.seconds}, indent=1))
+    return kb, directory, folder.name

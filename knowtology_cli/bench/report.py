@@ -64,6 +64,18 @@ def retrieval_markdown(result: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def presets_markdown(summary: dict[str, Any]) -> str:
+    """nDCG@10 per preset and collection beside the untuned fusion reference, with the means."""
+    rows = summary.get("rows") or []
+    if not rows:
+        return ""
+    body = table(rows, ["collection", "keyword", "semantic", "hybrid", "thorough", "fusion_ref"],
+                 ["collection", "fast (BM25)", "semantic", "default (hybrid)", "thorough", "fusion reference"])
+    gain = summary.get("thorough_gain")
+    tail = f"\n\nthorough − default, mean nDCG@10: {gain:+.4f}" if gain is not None else ""
+    return "### Presets (nDCG@10)\n\n" + body + tail
+
+
 def retrieval_plot(results: Sequence[dict[str, Any]], path: Path) -> Path:
     """Grouped bars: nDCG@10 per collection for each mode and its baseline."""
     plt = _plt()

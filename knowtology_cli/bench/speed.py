@@ -69,8 +69,8 @@ def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs
         commands.append(("kt browse LEAF", [kt, "browse", leaf]))
     commands += [
         ("kt grep", [kt, "grep", query]),
-        ("kt search (semantic)", [kt, "search", query]),
-        ("kt search --mode hybrid", [kt, "search", query, "--mode", "hybrid"]),
+        ("kt search --preset fast", [kt, "search", query, "--preset", "fast"]),
+        ("kt search (default: hybrid)", [kt, "search", query]),
         ("kt read", [kt, "read", chunk_id, "--force"]),
     ]
     rows = []
@@ -214,12 +214,18 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
         return round(float(np.mean([len(set(g) & set(e)) / 10 for g, e in zip(got, exact, strict=True)])), 4)
 
     def measure(store: Any, label: str, full: bool) -> None:
-        for mode in ("semantic", "hybrid") + (("keyword",) if full else ()):
-            store.search(queries[0], collection=COLLECTION, k=10, mode=mode)
-            pairs = [timed(lambda q=q, m=mode: store.search(q, collection=COLLECTION, k=10, mode=m)) for q in queries]
-            out[f"{label}search_{mode}"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
+        # (key, mode, preset): "hybrid" is the default preset; fast and thorough are the other presets
+        runs = [("semantic", "semantic", "default"), ("hybrid", None, "default")]
+        if full:
+            runs += [("keyword", "keyword", "default"), ("fast", None, "fast"), ("thorough", None, "thorough")]
+        for key, mode, preset in runs:
+            store.search(queries[0], collection=COLLECTION, k=10, mode=mode, preset=preset)
+            pairs = [timed(lambda q=q, m=mode, p=preset: store.search(q, collection=COLLECTION, k=10, mode=m, preset=p))
+                     for q in queries]
+            out[f"{label}search_{key}"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         if not full:
             return
+        out["rerank_llm"] = rerank_cost(directory, queries, timed)
         pairs = [timed(lambda q=q: store.grep(q, collection=COLLECTION, k=10)) for q in queries]
         out["grep"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         picks = [[ids[i] for i in rng.integers(0, len(ids), 3)] for _ in queries]
@@ -252,6 +258,38 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
             out[f"{label}recall@10_vs_exact"] = recall(other)
             other.close()
     return out
+
+
+def rerank_cost(directory: Path, queries: list[str], timed: Callable[[Callable[[], Any]], tuple[float, float]],
+                model: str = "openai:gpt-4o-mini") -> dict[str, Any]:
+    """What ``--rerank llm`` adds per query to the default preset: wall time against the loopback fake
+    server (SDK, prompt and parsing; a real model's own latency comes on top), and the tokens and
+    dollars of the one call at ``model``'s list prices (tiktoken o200k_base on the sent messages)."""
+    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.llm import get_llm
+    from knowtology_cli.testing.fake_llm import FakeLLMServer
+    from knowtology_cli.tokens import count_tokens
+
+    with FakeLLMServer(keep_bodies=True) as server:
+        client = get_llm(model, api_key="bench-fake-key", base_url=server.openai_base_url)
+        with tempfile.TemporaryDirectory(prefix="kt-rerank-") as tmp:  # a fresh call log: every query is a miss
+            copy = Path(tmp, "store")
+            shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("sessions"))
+            kb = KnowledgeBase.open(copy, llm=client)
+            plain = [timed(lambda q=q: kb.search(q, collection=COLLECTION, k=10)) for q in queries]
+            pairs = [timed(lambda q=q: kb.search(q, collection=COLLECTION, k=10, rerank="llm")) for q in queries]
+            kb.close()
+        calls = [c for c in server.calls if c.kind == "rerank"]
+        sent = [sum(count_tokens(str(m.get("content", "")), "o200k_base") for m in (c.body or {}).get("messages", []))
+                for c in calls]
+    n = max(1, len(queries))
+    out_tokens = 8 * 20  # ~8 tokens per graded candidate in the reply
+    input_tokens = sum(sent) / max(1, len(sent))
+    return {"model": model, "calls_per_query": round(len(calls) / n, 2),
+            "input_tokens_per_query": round(input_tokens, 1), "output_tokens_per_query_est": out_tokens,
+            "usd_per_query": round(client.profile.cost(int(input_tokens), out_tokens), 6),
+            "added_p50_ms": round((float(np.median([p[0] for p in pairs])) - float(np.median([p[0] for p in plain])))
+                                  * 1000, 2)}
 
 
 def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann: bool = True, embedder: str = "local",
@@ -307,8 +345,8 @@ def speed_markdown(result: dict[str, Any]) -> str:
                                            "overhead", "CLI ingest s", "CLI peak RSS MiB"]))
     rows = []
     for s in result["scale"]:
-        for key in ("search_semantic", "search_hybrid", "search_keyword", "grep", "read_3", "ann_search_semantic",
-                    "ann_search_hybrid", "flat_search_semantic", "flat_search_hybrid"):
+        for key in ("search_fast", "search_hybrid", "search_thorough", "search_semantic", "search_keyword", "grep",
+                    "read_3", "ann_search_semantic", "ann_search_hybrid", "flat_search_semantic", "flat_search_hybrid"):
             if key in s:
                 index = s["vector_index"] if not key.startswith(("ann_", "flat_")) else s.get("alternative")
                 rows.append({"chunks": s["chunks"], "operation": key.removeprefix("ann_").removeprefix("flat_"),
@@ -316,6 +354,14 @@ def speed_markdown(result: dict[str, Any]) -> str:
     parts.append("### Warm latency (library, k=10)\n\n" + table(
         rows, ["chunks", "operation", "vector index", "p50_ms", "p95_ms", "mean_ms", "cpu_p50_ms"],
         ["chunks", "operation", "vector index", "p50 ms", "p95 ms", "mean ms", "CPU p50 ms"]))
+    rerank = [{"chunks": s["chunks"], **s["rerank_llm"]} for s in result["scale"] if "rerank_llm" in s]
+    if rerank:
+        parts.append("### Rerank cost per query (`--rerank llm` on the default preset; fast, default and thorough "
+                     "rerank nothing themselves)\n\n" + table(
+                         rerank, ["chunks", "model", "calls_per_query", "input_tokens_per_query",
+                                  "output_tokens_per_query_est", "usd_per_query", "added_p50_ms"],
+                         ["chunks", "priced as", "LLM calls", "input tokens", "output tokens (est.)", "USD",
+                          "added p50 ms (loopback fake)"]))
     for s in result["scale"]:
         alt = next((k for k in ("ann_recall@10_vs_exact", "flat_recall@10_vs_exact") if k in s), None)
         parts.append(f"{s['chunks']:,} chunks: vector index {s['vector_index']} — recall@10 vs exact "

@@ -1,9 +1,16 @@
-"""`kt bench tree`: agreement of a built tree with a gold taxonomy (NMI / ARI per level) and its shape.
+"""`kt bench tree`: how well a built tree's names say where a chunk lives, its balance, and its
+agreement with a gold taxonomy where one exists.
 
-The gold file is a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3`` (CACM's ACM CR codes cut to
-one, two and three digits). Only labelled documents are scored. For scale, every tree level is shown
-beside two references with the same number of groups: a *shuffled* tree (the same leaf sizes,
-documents assigned at random — what chance gives) and *flat k-means* on the same embeddings.
+Name routing accuracy (no labels needed): each node's ``name — description`` is embedded with the
+collection's embedder, every chunk is sent to the nearest sibling at each level, and the share of
+chunks that land in their real node is reported beside the majority-sibling baseline (always
+answering the largest sibling). Balance is the largest node's share of all chunks per level.
+
+Where a gold file exists (a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3``, e.g. CACM's ACM CR
+codes cut to one, two and three digits), every tree level is also scored by AMI / NMI / ARI against
+the gold levels (labelled documents only), beside two references with the same number of groups:
+a *shuffled* tree (the same sizes, documents assigned at random — what chance gives) and *flat
+k-means* on the same embeddings.
 """
 
 from __future__ import annotations
@@ -13,13 +20,13 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from knowtology_cli.bench.data import COLLECTION, load_dataset, open_store
+from knowtology_cli.bench.data import COLLECTION, load_dataset, open_documents_store, open_store
 
 
 def read_labels(path: Path) -> dict[str, tuple[str, str, str]]:
@@ -52,14 +59,15 @@ def shape(kb: Any) -> dict[str, Any]:
 
 
 def agreement(tree_labels: dict[str, str], gold: dict[str, tuple[str, str, str]]) -> dict[str, float]:
-    """NMI and ARI of one partition against gold levels l1, l2, l3 (labelled documents only)."""
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+    """AMI, NMI and ARI of one partition against gold levels l1, l2, l3 (labelled documents only)."""
+    from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
 
     docs = sorted(d for d in tree_labels if d in gold)
     pred = [tree_labels[d] for d in docs]
     out: dict[str, float] = {"docs": len(docs)}
     for i, name in enumerate(("l1", "l2", "l3")):
         truth = [gold[d][i] for d in docs]
+        out[f"ami_{name}"] = round(float(adjusted_mutual_info_score(truth, pred)), 4)
         out[f"nmi_{name}"] = round(float(normalized_mutual_info_score(truth, pred)), 4)
         out[f"ari_{name}"] = round(float(adjusted_rand_score(truth, pred)), 4)
     return out
@@ -87,41 +95,126 @@ def judge(kb: Any, gold: dict[str, tuple[str, str, str]], builder: str, vectors:
     return rows
 
 
+def name_routing(nodes: Sequence[Any], leaf_of: dict[str, str], vectors: dict[str, np.ndarray],
+                 embed_names: Callable[[list[str]], np.ndarray]) -> list[dict[str, Any]]:
+    """Per level: name routing accuracy, the majority-sibling baseline and the largest node's share.
+
+    ``nodes`` carry ``path``, ``name``, ``description``; ``leaf_of`` maps chunk ids to leaf paths;
+    ``embed_names`` embeds ``name — description`` texts (unit rows). At level L every chunk whose leaf
+    lies at level L or deeper goes to the sibling (a child of its real level-(L-1) ancestor) whose
+    name vector is nearest to its own vector; it counts as routed when that is its real node. The
+    baseline always answers the sibling holding the most chunks.
+    """
+    ordered = sorted(nodes, key=lambda n: n.path)
+    if not ordered or not leaf_of:
+        return []
+    texts = [f"{n.name} — {n.description}" if n.description else n.name for n in ordered]
+    name_vec = dict(zip([n.path for n in ordered], np.asarray(embed_names(texts), dtype=np.float32), strict=True))
+    children: dict[str, list[str]] = {}
+    for n in ordered:
+        children.setdefault(n.path.rpartition("/")[0], []).append(n.path)
+    size = Counter(p for leaf in leaf_of.values() for p in _prefixes(leaf))
+    total = len(leaf_of)
+    depth = max(leaf.count("/") + 1 for leaf in leaf_of.values())
+    rows = []
+    for level in range(1, depth + 1):
+        groups: dict[str, list[str]] = {}
+        for chunk, leaf in leaf_of.items():
+            parts = leaf.split("/")
+            if len(parts) >= level and chunk in vectors:
+                groups.setdefault("/".join(parts[: level - 1]), []).append(chunk)
+        routed = majority = counted = 0
+        for parent, chunks in groups.items():
+            siblings = children.get(parent, [])
+            if not siblings:
+                continue
+            real = ["/".join(leaf_of[c].split("/")[:level]) for c in chunks]
+            matrix = np.stack([vectors[c] for c in chunks]).astype(np.float32)
+            best = np.argmax(matrix @ np.stack([name_vec[s] for s in siblings]).T, axis=1)
+            largest = max(siblings, key=lambda s: (size[s], s))
+            routed += sum(siblings[int(b)] == r for b, r in zip(best, real, strict=True))
+            majority += sum(r == largest for r in real)
+            counted += len(chunks)
+        at_level = [size[n.path] for n in ordered if n.path.count("/") + 1 == level]
+        rows.append({"level": level, "nodes": len(at_level), "chunks": counted,
+                     "routing": round(routed / max(1, counted), 4), "majority": round(majority / max(1, counted), 4),
+                     "gain": round((routed - majority) / max(1, counted), 4),
+                     "largest_share": round(max(at_level, default=0) / max(1, total), 4)})
+    return rows
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def judge_names(kb: Any, vectors: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """:func:`name_routing` of the collection's current tree with the collection's embedder."""
+    embedder = kb.embedder_for(COLLECTION)
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(COLLECTION)}
+    return name_routing(kb.tree.nodes(COLLECTION), leaf_of, vectors,
+                        lambda texts: np.stack([embedder.embed_query(t) for t in texts]))
+
+
+def _open(data_dir: str | Path, embedder: str, message: Callable[[str], None]) -> tuple[Any, Path, str, Path | None]:
+    """The scratch store of a BEIR folder or of a folder of documents, its name and its root folder."""
+    path = Path(data_dir).expanduser()
+    if path.is_dir() and not (path / "corpus.jsonl").is_file():
+        kb, store, name = open_documents_store(path, embedder, message=message)
+        return kb, store, name, None
+    ds = load_dataset(data_dir)
+    kb, store, _ = open_store(ds, embedder, message=message)
+    return kb, store, ds.name, ds.root
+
+
 def run_tree(data_dir: str = "cacm", *, labels: Path | None = None, embedder: str = "local", llm: str | None = None,
              out_dir: Any = None, message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Build the offline tree (and the LLM tree when ``llm`` is given) and judge them against ``labels``."""
+    """Build the offline tree (and the LLM tree when ``llm`` is given) of one collection and judge it.
+
+    ``data_dir`` is a BEIR folder or name, or a folder of documents. Names and balance are always
+    judged; agreement with a gold taxonomy when ``labels`` (default ``DATA_DIR/labels.tsv``) exists.
+    """
     from knowtology_cli.errors import ConfigError
 
-    ds = load_dataset(data_dir)
-    label_path = labels or ds.root / "labels.tsv"
-    if not label_path.is_file():
-        raise ConfigError(f"no labels file at {label_path}", hint="pass --labels FILE (doc_id, codes, l1, l2, l3)")
-    gold = read_labels(label_path)
-    kb, store, _ = open_store(ds, embedder, message=message)
-    result: dict[str, Any] = {"dataset": ds.name, "labels": str(label_path), "labelled_docs": len(gold),
-                              "embedder": embedder, "builders": {}}
+    kb, store, name, root = _open(data_dir, embedder, message)
+    label_path = labels or (root / "labels.tsv" if root is not None else None)
+    if labels is not None and not labels.is_file():
+        kb.close()
+        raise ConfigError(f"no labels file at {labels}", hint="pass --labels FILE (doc_id, codes, l1, l2, l3)")
+    gold = read_labels(label_path) if label_path is not None and label_path.is_file() else None
+    result: dict[str, Any] = {"dataset": name, "labels": str(label_path) if gold else None,
+                              "labelled_docs": len(gold) if gold else 0, "embedder": embedder, "builders": {}}
     try:
         vectors: dict[str, np.ndarray] = {}
+        doc_vectors: dict[str, np.ndarray] = {}
         for chunks, vecs in kb.vectors.iter_rows(COLLECTION, with_vectors=True):
-            vectors.update({c.doc_id: v for c, v in zip(chunks, vecs, strict=True)})
-        message(f"{ds.name}: offline cluster build…")
+            vectors.update({c.chunk_id: v for c, v in zip(chunks, vecs, strict=True)})
+            doc_vectors.update({c.doc_id: v for c, v in zip(chunks, vecs, strict=True)})
+        result["chunks"] = len(vectors)
+        message(f"{name}: offline cluster build…")
         t0 = time.perf_counter()
         kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
         seconds = round(time.perf_counter() - t0, 2)
-        result["builders"]["cluster"] = {"seconds": seconds, "shape": shape(kb),
-                                         "rows": judge(kb, gold, "offline cluster", vectors)}
+        result["builders"]["cluster"] = {"seconds": seconds, "shape": shape(kb), "names": judge_names(kb, vectors),
+                                         "rows": judge(kb, gold, "offline cluster", doc_vectors) if gold else []}
     finally:
         kb.close()
     if llm:
-        result["builders"]["llm"] = _llm_tree(store, llm, gold, vectors, message)
+        result["builders"]["llm"] = _llm_tree(store, llm, gold, vectors, doc_vectors, message)
     else:
         result["llm_note"] = "LLM builder not run: pass --llm PROVIDER:MODEL (no provider configured here)"
-    if out_dir is not None:
-        result["plot"] = str(_plot(result, Path(out_dir) / f"tree_{ds.name}.png"))
+    if out_dir is not None and gold:
+        result["plot"] = str(_plot(result, Path(out_dir) / f"tree_{name}.png"))
     return result
 
 
-def _llm_tree(store: Path, spec: str, gold: dict, vectors: dict, message: Callable[[str], None]) -> dict[str, Any]:
+def run_trees(data_dirs: Sequence[str], **options: Any) -> dict[str, Any]:
+    """:func:`run_tree` for each collection; ``{"collections": [...]}``."""
+    return {"collections": [run_tree(d, **options) for d in data_dirs]}
+
+
+def _llm_tree(store: Path, spec: str, gold: dict | None, vectors: dict, doc_vectors: dict,
+              message: Callable[[str], None]) -> dict[str, Any]:
     """Build the LLM tree on a copy of the scratch store (the cached cluster tree stays as it is)."""
     from knowtology_cli.kb import KnowledgeBase
     from knowtology_cli.llm import get_llm
@@ -136,7 +229,8 @@ def _llm_tree(store: Path, spec: str, gold: dict, vectors: dict, message: Callab
             report = kb.build(collection=COLLECTION, builder="llm", llm=get_llm(spec), rebuild=True)
             return {"seconds": round(time.perf_counter() - t0, 2), "shape": shape(kb),
                     "report": report.model_dump(mode="json") if hasattr(report, "model_dump") else str(report),
-                    "rows": judge(kb, gold, f"llm {spec}", vectors)}
+                    "names": judge_names(kb, vectors),
+                    "rows": judge(kb, gold, f"llm {spec}", doc_vectors) if gold else []}
         finally:
             kb.close()
 
@@ -154,15 +248,21 @@ def _plot(result: dict[str, Any], path: Path) -> Path:
 
 
 def tree_markdown(result: dict[str, Any]) -> str:
+    """One collection: names and balance per level, agreement rows where labelled, and the shape."""
     from knowtology_cli.bench.report import table
 
-    parts = [f"### {result['dataset']} tree vs `{Path(result['labels']).name}` ({result['labelled_docs']:,} labelled docs)"]
+    labelled = f" vs `{Path(result['labels']).name}` ({result['labelled_docs']:,} labelled docs)" if result.get("labels") else ""
+    parts = [f"### {result['dataset']} tree ({result.get('chunks', 0):,} chunks){labelled}"]
     for name, b in result["builders"].items():
         parts.append(f"{name}: built in {b['seconds']} s")
-        parts.append(table(b["rows"], ["builder", "level", "groups", "nmi_l1", "nmi_l2", "nmi_l3", "ari_l1", "ari_l2",
-                                       "ari_l3"],
-                           ["builder", "tree level", "groups", "NMI l1", "NMI l2", "NMI l3", "ARI l1", "ARI l2",
-                            "ARI l3"]))
+        parts.append(table(b.get("names", []), ["level", "nodes", "chunks", "routing", "majority", "gain", "largest_share"],
+                           ["level", "nodes", "chunks routed", "name routing", "majority sibling", "gain",
+                            "largest node share"]))
+        if b.get("rows"):
+            parts.append(table(b["rows"], ["builder", "level", "groups", "ami_l1", "nmi_l1", "ami_l2", "nmi_l2", "ami_l3",
+                                           "nmi_l3", "ari_l1"],
+                               ["builder", "tree level", "groups", "AMI l1", "NMI l1", "AMI l2", "NMI l2", "AMI l3",
+                                "NMI l3", "ARI l1"]))
         s = b["shape"]
         parts.append(table([{**s, "nodes_per_level": " / ".join(str(v) for v in s["nodes_per_level"].values())}],
                            ["depth", "nodes_per_level", "leaves", "children_min", "children_median", "children_max",
@@ -172,3 +272,27 @@ def tree_markdown(result: dict[str, Any]) -> str:
     if result.get("llm_note"):
         parts.append(result["llm_note"])
     return "\n\n".join(parts)
+
+
+def trees_markdown(result: dict[str, Any]) -> str:
+    """A summary over collections (offline tree, level 1 and 2), then each collection's tables."""
+    from knowtology_cli.bench.report import table
+
+    rows = []
+    for r in result["collections"]:
+        b = r["builders"].get("cluster")
+        if not b:
+            continue
+        for n in b["names"][:2]:
+            row = {"dataset": r["dataset"], "chunks": r.get("chunks", 0), **n}
+            tree = next((x for x in b["rows"] if x["level"] == n["level"] and x["builder"] == "offline cluster"), None)
+            flat = next((x for x in b["rows"] if x["level"] == n["level"] and x["builder"] == "flat k-means"), None)
+            if tree and flat:
+                row["ami"] = f"{tree['ami_l1']:.3f} / {flat['ami_l1']:.3f}"
+                row["nmi"] = f"{tree['nmi_l1']:.3f} / {flat['nmi_l1']:.3f}"
+            rows.append(row)
+    summary = table(rows, ["dataset", "chunks", "level", "nodes", "routing", "majority", "gain", "largest_share", "ami",
+                           "nmi"],
+                    ["collection", "chunks", "level", "nodes", "name routing", "majority", "gain", "largest share",
+                     "AMI l1 tree / k-means", "NMI l1 tree / k-means"])
+    return "\n\n".join([summary, *(tree_markdown(r) for r in result["collections"])])

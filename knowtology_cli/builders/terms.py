@@ -1,9 +1,13 @@
-"""Words for the offline tree: tokens, plural folding, a sparse term index, LSA features, cluster labels.
+"""Words for the offline tree: one tokenizer and stemmer, a sparse chunk x term index, LSA features.
 
-Three kinds of terms name clusters: unigrams (``refund``), bigrams of adjacent content words
-(``refund window``) and heading phrases — short segments of chunk titles such as
-``Returns Policy › Refund windows`` — which are names people already wrote. All are counted per
-chunk (presence, title weighted above body) so a cluster can be contrasted with its siblings.
+Terms are keyed by Snowball (Porter 2) stems, so ``garden``, ``gardens`` and ``gardening`` are one
+term, while each keeps the surface the text writes most often for display. Four kinds of terms:
+single words, two adjacent content words (``seed tray``: stop words and punctuation break a run,
+as in RAKE-style keyphrase candidates), identifiers as written (``max_depth``, ``getUser``,
+``rfc-2616``: not stemmed, never re-cased) and heading phrases — segments of chunk titles such as
+``Garden Guide › Seed trays`` and file-name stems — which are names people already wrote.
+Every term is counted per chunk (presence, title weighted above body) so a node can be contrasted
+with its siblings (see :mod:`.naming`).
 """
 
 from __future__ import annotations
@@ -16,30 +20,25 @@ from functools import lru_cache
 
 import numpy as np
 
-from .snippets import GENERIC_TITLES, clean_markdown
+from .params import DEFAULT_PARAMS, TreeParams
+from .snippets import clean_markdown
 
 __all__ = [
+    "PHRASE",
     "STOP_WORDS",
     "TermIndex",
     "build_term_index",
     "corpus_wide_terms",
-    "spread_factor",
-    "describe_terms",
     "document_weights",
-    "fold_plural",
     "join_names",
-    "label_terms",
     "lsa_features",
-    "name_words",
     "presence",
-    "rank_terms",
-    "short_titles",
+    "stem",
     "term_counts",
-    "title_words",
-    "type_prefixes",
 ]
 
-# English function words plus words too generic to name a category ("use", "following", "page").
+# English function words plus words that say how a text is written, not what it is about
+# ("following", "example", "page"): a stop list in the style of the classic SMART / Glasgow lists.
 STOP_WORDS = frozenset(
     """
     a about above across after afterwards again against all almost alone along already also although
@@ -73,339 +72,187 @@ STOP_WORDS = frozenset(
     taken takes tell thing things think three time times top two type types under unless use used
     useful user uses using usual usually value various want way ways whether work works yes
     http https www com org html htm pdf png jpg todo tbd faq table contents page pages introduction
+    two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
     """.split()
 )
-
-# Number words and past tenses of common verbs ("Five", "Saw"): never a name, though they stay in
-# the index (the clustering features do not change with naming).
-_NOT_NAMES = frozenset(
-    """
-    four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
-    million billion saw told took went came sent bought brought thought felt kept held knew ran
-    wrote spoke began gone asked explained confirmed reported
-    """.split()
+# English inflection endings of past participles (``painted``) and adverbs (``quickly``): such a
+# word describes an action or a manner, and names a topic less well than a noun.
+_PARTICIPLE = re.compile(r"[a-z]{3,}[^e]ed$")
+_ADVERB = re.compile(r"[a-z]{3,}ly$")
+# Words that open a noun phrase: a word right after one is a noun (or its modifier), a word
+# right before one acts as a verb ("planting the seeds"). English grammar, not any corpus.
+DETERMINERS = frozenset("the a an your our their his her its my this these those every each".split())
+_SENTENCE_END = re.compile(r"[.!?]\s+|\n")
+_PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|\n")
+# Identifiers first (snake_case, dotted.names, kebab codes with a digit, camelCase, MixedCase,
+# words with digits), then plain words (with an apostrophe ending); hyphenated words split.
+_TOKEN = re.compile(
+    r"(?P<ident>[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
+    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z]+\d[A-Za-z0-9]*)"
+    r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
-# A word followed directly by one of these is probably a verb ("placing an order").
-_OBJECT_WORDS = frozenset("the a an your our their his her its my this these those it them you us me him".split())
-# Adjectives and vague words: fine inside a bigram ("Sick Leave"), weak as a name on their own.
-_WEAK_WORDS = frozenset(
-    """
-    full free paid unpaid open closed standard general specific special available sick high low
-    daily weekly monthly yearly annual quarterly first second third final early late same own total
-    minimum maximum key main major minor primary secondary simple complex possible necessary
-    additional extra single multiple several entire complete correct wrong true false real actual
-    normal regular typical common whole short long quick fast slow easy hard small large big
-    local global internal external public private current previous next recent former latest
-    different similar certain particular various other relevant appropriate potential original
-    warm cold hot cool wet dry new fresh broken damaged missing late early
-    monday tuesday wednesday thursday friday saturday sunday january february march april june
-    july august september october november december today tomorrow yesterday
-    """.split()
-)
-# Nouns too vague to name a category alone ("Customer", "Hours", "Reason").
-_VAGUE_NOUNS = frozenset(
-    """
-    customer user person people team hour minute week month year reason case issue item thing info
-    information detail request option service system process step level amount window result method
-    approach problem question answer data value list group kind sort aspect area part side end
-    study effect evidence technique analysis role control function factor finding outcome
-    """.split()
-)
-# Headings that say where you are in a document, not what it is about.
-_GENERIC_HEADINGS = GENERIC_TITLES | frozenset(
-    """
-    purpose scope definitions definition references reference questions contact contacts changelog
-    history glossary example examples tips prerequisites steps procedure process policy guide
-    description responsibilities roles owner owners status next steps see also related faqs
-    doc docs file files chunk chunks data corpus text texts readme untitled
-    """.split()
-)
-_KEEP_S = frozenset(
-    "news series species physics mathematics economics analytics logistics statistics ethics "
-    "politics graphics electronics dynamics robotics genetics kinetics diagnostics mechanics "
-    "semantics linguistics optics aerodynamics thermodynamics gas bus plus sales".split()
-)
-_SMALL_WORDS = frozenset("a an and as at but by for from in into of on or per the to via vs with".split())
-_PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}<>\"“”|\\/=+*#`~_&@%^$]+|\s[-–—]+\s|\n")
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:['’][A-Za-z]+)?")
-# Codes such as NWP-DAI-00412, ord_7R4KQ2M or AUTH-423 name one thing, never a topic.
-_IDENTIFIER = re.compile(r"\b[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+\b")
-_DIGIT = re.compile(r"\d")
+_TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
+_NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
+_FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z0-9]{1,8})+$")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
-_ADVERB_NOUNS = frozenset(
-    "family supply assembly anomaly monopoly italy rally reply july butterfly jelly belly ally fly "
-    "poly holly lily assembly melancholy homily".split()
-)
-_TRAIL = re.compile(r"\s*(?:›|»|>|\||:|\s[-–—]\s)\s*")
-_NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix|q|a)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
-_FILE_NAME = re.compile(r"^(?:.*/)?([\w.-]+)\.(?:md|markdown|txt|rst|jsonl|json|html?)$", re.I)
-PHRASE = "§"
+PHRASE = "§"  # key prefix of heading phrases
 
 
-def fold_plural(word: str) -> str:
-    """Fold simple English plurals to the singular: ``policies -> policy``, ``refunds -> refund``."""
-    if len(word) <= 3 or word in _KEEP_S or not word.endswith("s"):
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("sses"):
-        return word[:-2]
-    if word.endswith(("ches", "shes", "xes", "zzes")):
-        return word[:-2]
-    if word.endswith(("ss", "us", "is", "ous", "ics")):
-        return word
-    return word[:-1]
+@lru_cache(maxsize=1)
+def _stemmer():  # type: ignore[no-untyped-def]
+    import snowballstemmer
 
-
-def _stem(word: str) -> str:
-    """A crude stem, only to tell that ``deploy`` and ``deploying`` say the same thing."""
-    for suffix in ("ments", "ment", "ings", "ing", "ers", "er", "ions", "ion", "ed", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+    return snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=200_000)
-def _fold_key(lower: str) -> str:
-    return "" if lower in STOP_WORDS or len(lower) < 3 else fold_plural(lower)
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-cased word (``policies`` -> ``polici``)."""
+    return _stemmer().stemWord(word)
 
 
-def _key(lower: str, acronym: bool) -> str:
-    """The folded key of a lower-cased word, ``""`` for stop words and short words."""
-    key = _fold_key(lower)
-    if not key and acronym and lower not in STOP_WORDS:
-        return lower
-    return key
+@dataclass(frozen=True)
+class Token:
+    """One token of a phrase: its term key (``""`` for a stop word), its surface and its kind."""
+
+    key: str
+    surface: str
+    ident: bool = False
 
 
-def _tokens(text: str) -> list[list[tuple[str, str]]]:
-    """Phrases of ``(folded key, surface form)`` tokens; stop words kept as ``("", surface)``."""
-    phrases: list[list[tuple[str, str]]] = []
-    if _DIGIT.search(text):
-        text = _IDENTIFIER.sub(lambda m: m.group(0) if not any(c.isdigit() for c in m.group(0)) else " . ", text)
-    for phrase in _PHRASE_BREAK.split(text):
-        tokens: list[tuple[str, str]] = []
-        for surface in _TOKEN.findall(phrase):
-            if "'" in surface or "’" in surface:
-                contraction = re.search(r"['’]([A-Za-z]*)$", surface)
-                if contraction:
-                    if contraction.group(1).lower() != "s":  # don't, we'll, they've
-                        tokens.append(("", surface))
-                        continue
-                    surface = surface[: contraction.start()]
-            tokens.append((_key(surface.lower(), len(surface) == 2 and surface.isupper()), surface))
+def _token(surface: str, ident: bool, params: TreeParams = DEFAULT_PARAMS) -> Token:
+    if ident:
+        return Token(surface.lower(), surface, True)
+    if "'" in surface or "’" in surface:
+        head, _, tail = surface.replace("’", "'").partition("'")
+        if tail.lower() != "s":
+            return Token("", surface)  # don't, we'll, they've
+        surface = head
+    lower = surface.lower()
+    if len(surface) > 2 and surface.endswith("s") and surface[:-1].isupper():
+        lower = lower[:-1]  # URLs -> url
+    if lower in STOP_WORDS or (len(lower) < params.min_word_chars and not (len(surface) > 1 and surface.isupper())):
+        return Token("", surface)
+    return Token(stem(lower), surface)
+
+
+def phrases(text: str) -> list[list[Token]]:
+    """Runs of tokens between punctuation; stop words are kept as tokens with an empty key."""
+    out: list[list[Token]] = []
+    for part in _PHRASE_BREAK.split(text):
+        tokens = [_token(m.group(0), m.group("ident") is not None) for m in _TOKEN.finditer(part)]
         if tokens:
-            phrases.append(tokens)
-    return phrases
+            out.append(tokens)
+    return out
 
 
 @dataclass
 class _Stats:
-    """Corpus-wide observations about terms: surface forms and how often a word acts as a verb."""
+    """Collection-wide observations: surfaces of each term, where words sit next to determiners."""
 
-    pairs: Counter[tuple[str, str]] = field(default_factory=Counter)
-    forms: Counter[str] = field(default_factory=Counter)
+    body: Counter[tuple[str, str]] = field(default_factory=Counter)  # (key, surface) mid-sentence
+    other: Counter[tuple[str, str]] = field(default_factory=Counter)  # titles, sentence starts
     seen: Counter[str] = field(default_factory=Counter)
-    before_object: Counter[str] = field(default_factory=Counter)
-    before_past: Counter[str] = field(default_factory=Counter)
-    _cases: dict[str, Counter[str]] | None = None
+    before_determiner: Counter[str] = field(default_factory=Counter)
+    capitalised: set[str] = field(default_factory=set)  # keys of words the text also writes capitalised
+    idents: set[str] = field(default_factory=set)
+    in_titles: set[str] = field(default_factory=set)  # keys of words found in some title
+    words: int = 0  # word tokens seen
+    capital_words: int = 0  # of which written with a capital initial
+    surface: dict[str, str] = field(default_factory=dict)  # each unigram's most frequent surface
 
-    def surfaces(self, keep: set[str]) -> dict[str, Counter[str]]:
-        """Surface forms of the terms in ``keep``."""
-        out: dict[str, Counter[str]] = {}
-        for (key, surface), count in self.pairs.items():
-            if key in keep:
-                out.setdefault(key, Counter())[surface] += count
-        return out
-
-    def cases(self, lower: str) -> Counter[str] | None:
-        """How a lower-cased word was written across the collection."""
-        if self._cases is None:
-            self._cases = {}
-            for form, count in self.forms.items():
-                self._cases.setdefault(form.lower(), Counter())[form] += count
-        return self._cases.get(lower)
+    def displays(self, keep: set[str]) -> dict[str, str]:
+        """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere); a
+        heading as a title writes it (with capitals) rather than as a file-name slug."""
+        best: dict[str, tuple[bool, int, int, str]] = {}
+        for rank, source in ((1, self.body), (0, self.other)):
+            for (key, surface), count in source.items():
+                written = not key.startswith(PHRASE) or surface != surface.lower()
+                if key in keep and (written, rank, count, surface) > best.get(key, (False, -1, 0, "")):
+                    best[key] = (written, rank, count, surface)
+        return {key: surface for key, (_, _, _, surface) in best.items()}
 
 
-def _terms(text: str, stats: _Stats) -> Counter[str]:
+def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
     """Unigram and bigram counts of ``text``; records surfaces and verb evidence in ``stats``."""
     counts: Counter[str] = Counter()
-    pairs, forms = stats.pairs, stats.forms
-    for phrase in _tokens(text):
-        previous_key, previous_surface = "", ""
-        last = len(phrase) - 1
-        for position, (key, surface) in enumerate(phrase):
-            if key:
-                counts[key] += 1
-                pairs[key, surface] += 1
-                forms[surface] += 1
-                if position < last:
-                    following = phrase[position + 1][1].lower()
-                    if following in _OBJECT_WORDS:
-                        stats.before_object[key] += 1
-                    elif _participle(following) or following in _NOT_NAMES:
-                        stats.before_past[key] += 1
-                if previous_key:
-                    bigram = f"{previous_key} {key}"
-                    counts[bigram] += 1
-                    pairs[bigram, f"{previous_surface} {surface}"] += 1
-            previous_key, previous_surface = key, surface
-    stats.seen.update({k: c for k, c in counts.items() if " " not in k})
+    for sentence in _SENTENCE_END.split(text):
+        first = True
+        for tokens in phrases(sentence):
+            previous: Token | None = None
+            for position, token in enumerate(tokens):
+                if token.key:
+                    counts[token.key] += 1
+                    if in_title:
+                        stats.in_titles.add(token.key)
+                    (stats.other if in_title or first else stats.body)[token.key, token.surface] += 1
+                    if token.ident:
+                        stats.idents.add(token.key)
+                    else:
+                        stats.seen[token.key] += 1
+                        if position + 1 < len(tokens) and tokens[position + 1].surface.lower() in DETERMINERS:
+                            stats.before_determiner[token.key] += 1
+                        stats.words += 1
+                        if token.surface[:1].isupper():
+                            stats.capitalised.add(token.key)
+                            stats.capital_words += 1
+                    if previous is not None and previous.key:
+                        bigram = f"{previous.key} {token.key}"
+                        counts[bigram] += 1
+                        surface = f"{previous.surface} {token.surface}"
+                        (stats.other if in_title or (first and position == 1) else stats.body)[bigram, surface] += 1
+                previous = token
+                first = False
+            first = False
     return counts
 
 
-def _heading_phrases(title: str, source: str, stats: _Stats) -> set[str]:
-    """Short, specific segments of a title trail (``Doc › Section``) and the file name as phrase keys."""
-    found: set[str] = set()
-    segments = _TRAIL.split(title) if title else []
+def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAMS) -> list[str]:
+    """Short segments of a title trail (``Doc › Section``) and the stem of the file name, as written."""
+    segments = [s for s in _TRAIL.split(title)] if title else []
     if source:
-        segments.append(source.replace("\\", "/").rsplit("/", 1)[-1])
+        match = _FILE_STEM.match(source.replace("\\", "/").rsplit("/", 1)[-1].strip())
+        if match:
+            segments.append(_DATE_PREFIX.sub("", match.group(1)).replace("-", " ").replace("_", " "))
+    out = []
     for raw in segments:
-        file_name = _FILE_NAME.match(raw.strip())
-        if file_name:
-            words = _DATE_PREFIX.sub("", file_name.group(1)).replace("-", " ").replace("_", " ").split()
-            while words and words[0].lower() in _GENERIC_HEADINGS:
-                words.pop(0)  # faq-account-lockout -> account lockout
-            raw = " ".join(words)
         segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—")
-        if not segment or len(segment) > 40 or segment.lower() in _GENERIC_HEADINGS:
-            continue
-        tokens = [t for phrase in _tokens(segment) for t in phrase]
-        content = [key for key, _ in tokens if key]
-        if not 1 <= len(content) <= 3 or len(tokens) > 4:
-            continue
-        key = PHRASE + " ".join(content)
-        found.add(key)
-        stats.pairs[key, segment] += 1
-    return found
-
-
-def type_prefixes(titles: Sequence[str]) -> frozenset[str]:
-    """Title prefixes that say what kind of document it is (``FAQ:``, ``Runbook:``), lower-cased.
-
-    A one-word prefix before a colon, or one that starts the titles of 3 or more documents.
-    """
-    seen: Counter[str] = Counter()
-    for title in set(titles):
-        head, colon, rest = title.partition(":")
-        if colon and rest.strip() and len(head) <= 30:
-            seen[head.strip().lower()] += 1
-    return frozenset(p for p, c in seen.items() if c >= 3 or len(p.split()) == 1) | _GENERIC_HEADINGS
-
-
-def _strip_prefix(title: str, prefixes: frozenset[str]) -> str:
-    head, colon, rest = title.partition(":")
-    return rest.strip() if colon and head.strip().lower() in prefixes and rest.strip() else title.strip()
-
-
-def _file_words(source: str) -> list[str]:
-    """Words of a file name's stem, generic leading words dropped (``faq-account-lockout.md`` -> account lockout)."""
-    match = _FILE_NAME.match(source.replace("\\", "/").rsplit("/", 1)[-1].strip())
-    if not match:
-        return []
-    words = _DATE_PREFIX.sub("", match.group(1)).replace("-", " ").replace("_", " ").split()
-    while words and words[0].lower() in _GENERIC_HEADINGS:
-        words.pop(0)
-    return words
-
-
-def short_titles(title: str, source: str, prefixes: frozenset[str]) -> list[tuple[str, str]]:
-    """Names a document already has, as ``(phrase key, surface)``: its title, then its file name.
-
-    Only short ones qualify (1-3 content words, at most 4 words, 40 characters); a kind-of-document
-    prefix (``FAQ: Missing Items``, see :func:`type_prefixes`) is dropped first.
-    """
-    out: list[tuple[str, str]] = []
-    for raw in (_strip_prefix(title, prefixes), " ".join(_file_words(source))):
-        segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—") if raw else ""
-        if not segment or len(segment) > 40 or segment.lower() in _GENERIC_HEADINGS:
-            continue
-        tokens = [t for phrase in _tokens(segment) for t in phrase]
-        content = [key for key, _ in tokens if key]
-        if 1 <= len(content) <= 3 and len(tokens) <= 4:
-            key = PHRASE + " ".join(content)
-            if all(key != k for k, _ in out):
-                out.append((key, segment))
+        if segment and len(segment) <= params.max_phrase_chars and segment not in out:
+            out.append(segment)
     return out
 
 
-def title_words(title: str, source: str, prefixes: frozenset[str]) -> list[str]:
-    """Folded content words of a document's title and file name, in order, without repeats."""
-    words: list[str] = []
-    for raw in (_strip_prefix(title, prefixes), " ".join(_file_words(source))):
-        for phrase in _tokens(clean_markdown(raw)):
-            words.extend(key for key, _ in phrase if key and key not in words)
-    return words
-
-
-def _name_fitness(term: str, stats: _Stats) -> float:
-    """How well a term stands alone as a category name (1.0 noun-like, lower for verbs/adjectives)."""
-    if term.startswith(PHRASE):
-        words = term[1:].split()
-        return 1.15 * (_name_fitness(words[0], stats) if len(words) == 1 else 1.0)
-    words = term.split()
-    if any(word in _NOT_NAMES for word in words):
-        return 0.0 if len(words) == 1 else 0.3
-    if len(words) == 2:
-        first, last = words
-        factor = 0.7 if first in _WEAK_WORDS else 1.0
-        # "agent refunded", "photo showed": a noun followed by a verb is a clause, not a name.
-        if _participle(last) or _verbish(last, stats) > 0.2 or last in _WEAK_WORDS or _adverb(last):
-            factor *= 0.3
-        elif _verbish(first, stats) > 0.2 or _participle(first):
-            factor *= 0.5  # "Contact Support", "Reset Link": an instruction, not a topic
-        return factor
-    factor = 1.0
-    if term in _WEAK_WORDS or term[-1].isdigit():
-        factor *= 0.35  # adjectives; codes such as COL1 or SEV2
-    elif len(term) == 2 or term in _VAGUE_NOUNS:
-        factor *= 0.5  # a bare two-letter acronym or a vague noun says little
-    elif _participle(term):
-        factor *= 0.45
-    elif _adverb(term):
-        factor *= 0.35  # "simply", "automatically"
-    elif term.endswith("ing") and len(term) > 5:
-        factor *= 0.75  # "Shipping" is a fine name, "Managing" is not; a bigram usually says more
-    # "Agent refunded", "agent explained": a noun mostly seen doing things in the past tense names
-    # who acted (a ticket's actor), not what the text is about.
-    seen = stats.seen.get(term, 0)
-    if seen:
-        factor *= max(0.3, 1.0 - 2.5 * stats.before_past.get(term, 0) / seen)
-    # "managing your account", "placing an order": a word followed by a determiner is a verb.
-    return factor * max(0.15, 1.0 - 2.0 * _verbish(term, stats))
-
-
-def _adverb(word: str) -> bool:
-    return word.endswith("ly") and word not in _ADVERB_NOUNS
-
-
-def _participle(word: str) -> bool:
-    return word.endswith("ed") and not word.endswith("eed") and len(word) > 4
-
-
-def _verbish(word: str, stats: _Stats) -> float:
-    seen = stats.seen.get(word, 0)
-    return stats.before_object.get(word, 0) / seen if seen else 0.0
+def phrase_key(segment: str, params: TreeParams = DEFAULT_PARAMS) -> str:
+    """The term key of a heading segment, ``""`` when it has no content word or too many."""
+    tokens = [t for phrase in phrases(segment) for t in phrase]
+    content = [t.key for t in tokens if t.key]
+    if not 1 <= len(content) <= params.max_phrase_words or len(tokens) > params.max_phrase_tokens:
+        return ""
+    return PHRASE + " ".join(content)
 
 
 @dataclass
 class TermIndex:
     """A sparse chunk x term matrix (CSR) with display names for the terms.
 
-    ``weight`` is a chunk's presence weight for a term (1.0 in the title, 0.75 in the body only),
-    used for naming; ``tf`` holds raw counts (title counted twice), used for LSA features;
-    ``fitness`` says how well each term reads as a name; ``words`` are its folded words.
+    ``weight`` is a chunk's presence weight for a term (1.0 in the title, ``body_weight`` in the
+    body only), used for naming; ``tf`` holds raw counts (title counted twice), used for LSA
+    features; ``nameability`` says how well each term reads as a name on its own (1.0 for a noun-like
+    word or phrase); ``words`` are its stems; ``ident`` marks identifiers.
     """
 
     terms: list[str]
     display: list[str]
     words: list[frozenset[str]]
-    fitness: np.ndarray
+    nameability: np.ndarray
+    ident: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
     weight: np.ndarray
     tf: np.ndarray
     n_rows: int
+    capitalised: frozenset[str] = frozenset()  # keys of words the text also writes with a capital
+    case_folded: bool = False  # the text writes (almost) no capitals: case tells nothing
 
     @property
     def n_terms(self) -> int:
@@ -415,12 +262,8 @@ class TermIndex:
         """The row of every stored entry."""
         return np.repeat(np.arange(self.n_rows), np.diff(self.indptr))
 
-    def entries_of(self, rows: np.ndarray) -> np.ndarray:
-        """Positions of the stored entries of ``rows`` (in the order of ``rows``)."""
-        return self.row_entries(rows)[0]
-
     def row_entries(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`entries_of` ``rows``, and how many entries each row has (to repeat per-row values)."""
+        """Positions of the stored entries of ``rows`` (in order), and how many each row has."""
         starts = self.indptr[rows]
         lengths = self.indptr[rows + 1] - starts
         total = int(lengths.sum())
@@ -430,101 +273,71 @@ class TermIndex:
         return offsets + np.arange(total), lengths
 
 
-def title_case(text: str) -> str:
-    """Title Case that keeps acronyms and CamelCase and leaves small words lower-case."""
-    words = text.split()
-    out = []
-    for position, word in enumerate(words):
-        if word.isupper() and len(word) > 5:
-            out.append(word.capitalize())  # SHOUTED HEADINGS, not acronyms
-        elif any(ch.isupper() for ch in word[1:]):
-            out.append(word)
-        elif position and word.lower() in _SMALL_WORDS:
-            out.append(word.lower())
-        else:
-            out.append(word[:1].upper() + word[1:])
-    return " ".join(out)
-
-
-def _recase(text: str, stats: _Stats) -> str:
-    """Restore acronyms a file name lost (``api rate limits`` -> ``API rate limits``)."""
-    words = []
-    for word in text.split():
-        forms = stats.cases(word.lower())
-        if word.islower() and forms:
-            upper = sum(c for f, c in forms.items() if f.isupper() and len(f) > 1)
-            if upper >= 0.6 * sum(forms.values()):
-                word = word.upper()
-        words.append(word)
-    return " ".join(words)
-
-
-def _display(term: str, surfaces: Counter[str], stats: _Stats) -> str:
-    """Display form of a term: its most frequent surface in Title Case, acronyms kept."""
+def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titled: bool = False) -> float:
+    """How well a term stands alone as a category name: 1.0 for noun-like terms, lower for verbs and codes."""
     if term.startswith(PHRASE):
-        # Prefer a surface with capitals (a heading) over a lower-case file name.
-        best = max(surfaces.items(), key=lambda kv: (kv[1] + (0.5 if not kv[0].islower() else 0), kv[0]))[0]
-        return title_case(_recase(best, stats))
-    by_lower: Counter[str] = Counter()
-    cases: dict[str, Counter[str]] = {}
-    for surface, count in surfaces.items():
-        by_lower[surface.lower()] += count
-        cases.setdefault(surface.lower(), Counter())[surface] += count
-    best = max(by_lower.items(), key=lambda kv: (kv[1], kv[0].endswith("s"), kv[0]))[0]
-    words = []
-    for position, word in enumerate(best.split()):
-        forms: Counter[str] = Counter()
-        for variant, count in cases[best].items():
-            parts = variant.split()
-            if position < len(parts):
-                forms[parts[position]] += count
-        common = max(forms.items(), key=lambda kv: (kv[1], kv[0]))[0] if forms else word
-        upper_share = sum(c for f, c in forms.items() if f.isupper()) / max(1, sum(forms.values()))
-        if len(word) <= 6 and upper_share >= 0.6:
-            words.append(word.upper())
-        elif any(ch.isupper() for ch in common[1:]) and not common.isupper():
-            words.append(common)
-        else:
-            words.append(word[:1].upper() + word[1:])
-    return " ".join(words)
+        return params.heading_bonus * (params.code_nameability if any(ch.isdigit() for ch in term) else 1.0)
+    if ident:
+        return params.code_nameability if any(ch.isdigit() for ch in term) else 1.0
+
+    def noun_like(key: str) -> float:
+        seen = stats.seen.get(key, 0)
+        share = stats.before_determiner.get(key, 0) / seen if seen else 0.0
+        value = max(params.verb_floor, 1.0 - params.verb_penalty * share)
+        surface = stats.surface.get(key, key).lower()
+        if _PARTICIPLE.fullmatch(surface) or _ADVERB.fullmatch(surface):
+            value *= params.inflected_nameability
+        return value
+
+    words = term.split()
+    # A bigram is a name when its head (the last word) is a noun: "seed tray", not "gardener planted".
+    value = noun_like(words[-1])
+    # Titles are names people wrote: where chunks have them, a word no title uses rarely names a topic.
+    if titled and not set(words) <= stats.in_titles:
+        value *= params.untitled_nameability
+    return value
 
 
 def build_term_index(
     texts: Sequence[str],
     titles: Sequence[str],
     sources: Sequence[str] | None = None,
-    *,
-    max_terms: int = 40000,
+    params: TreeParams = DEFAULT_PARAMS,
 ) -> TermIndex:
-    """Index the unigrams, bigrams and heading phrases of every chunk (Markdown stripped).
+    """Index the words, bigrams, identifiers and heading phrases of every chunk (Markdown stripped).
 
     ``sources`` are the chunks' file names; their stems count as heading phrases
-    (``support-tickets.jsonl`` -> ``Support Tickets``).
-
-    Unigrams need to occur in 2 chunks (1 in collections under 20), bigrams and phrases in 2
-    always; terms found in every chunk are dropped; at most ``max_terms`` are kept, the most
-    frequent first.
+    (``seed-trays.md`` -> ``seed trays``). A term must occur in ``min_chunks`` chunks
+    (unigrams in one, in collections under ``small_collection``); terms found in every chunk are
+    dropped; at most ``max_terms`` are kept, the most frequent first.
     """
     n = len(texts)
     stats = _Stats()
     rows: list[tuple[Counter[str], Counter[str]]] = []
     df: Counter[str] = Counter()
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
-        body = _terms(clean_markdown(text) if text else "", stats)
-        head = _terms(clean_markdown(title) if title else "", stats)
-        for phrase in _heading_phrases(title, source, stats):
-            head[phrase] += 1
+        body = _terms(clean_markdown(text) if text else "", stats, in_title=False)
+        head = _terms(clean_markdown(title) if title else "", stats, in_title=True)
+        for segment in heading_segments(title or "", source, params):
+            key = phrase_key(segment, params)
+            if key:
+                head[key] += 1
+                stats.other[key, segment] += 1
         rows.append((body, head))
         df.update(body.keys() | head.keys())
-    min_unigram = 1 if n < 20 else 2
+    min_unigram = 1 if n < params.small_collection else params.min_chunks
     kept = [
         t for t, c in df.items()
-        if c >= (min_unigram if " " not in t and not t.startswith(PHRASE) else 2) and (c < n or n < 4)
+        if c >= (min_unigram if " " not in t and not t.startswith(PHRASE) else params.min_chunks)
+        and (c < n or n < params.small_collection)
     ]
     kept.sort(key=lambda t: (-df[t], t))
-    kept = sorted(kept[:max_terms])
+    kept = sorted(kept[: params.max_terms])
     column = {t: j for j, t in enumerate(kept)}
-    surfaces = stats.surfaces(set(kept))
+    titled = sum(1 for title in titles if title and title.strip()) >= params.titled_share * max(n, 1)
+    idents = stats.idents & set(kept)
+    displays = stats.displays(set(kept))
+    stats.surface = {k: d for k, d in displays.items() if " " not in k and not k.startswith(PHRASE)}
 
     indptr = np.zeros(n + 1, dtype=np.int64)
     indices: list[int] = []
@@ -533,20 +346,31 @@ def build_term_index(
     for i, (body, head) in enumerate(rows):
         for j, t in sorted((column[t], t) for t in body.keys() | head.keys() if t in column):
             indices.append(j)
-            weight.append(1.0 if t in head else 0.6)
-            tf.append(float(body.get(t, 0) + 2 * head.get(t, 0)))
+            weight.append(1.0 if t in head else params.body_weight)
+            tf.append(float(body.get(t, 0) + params.title_tf * head.get(t, 0)))
         indptr[i + 1] = len(indices)
     return TermIndex(
         terms=kept,
-        display=[_display(t, surfaces[t], stats) for t in kept],
+        display=[displays.get(t, t.lstrip(PHRASE)) for t in kept],
         words=[frozenset(t.lstrip(PHRASE).split()) for t in kept],
-        fitness=np.asarray([_name_fitness(t, stats) for t in kept], dtype=np.float64),
+        nameability=np.asarray([_nameability(t, t in idents, stats, params, titled) for t in kept], dtype=np.float64),
+        ident=np.asarray([t in idents for t in kept], dtype=bool),
         indptr=indptr,
         indices=np.asarray(indices, dtype=np.int64),
         weight=np.asarray(weight, dtype=np.float64),
         tf=np.asarray(tf, dtype=np.float64),
         n_rows=n,
+        capitalised=frozenset(stats.capitalised),
+        case_folded=stats.capital_words < params.case_folded_share * max(stats.words, 1),
     )
+
+
+def join_names(names: Sequence[str]) -> str:
+    """``["Seeds", "Soil", "Tools"]`` -> ``"Seeds, Soil & Tools"``."""
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " & " + names[-1]
 
 
 def _segment_sum(values: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:
@@ -592,13 +416,13 @@ class _Csr:
         return _segment_sum(self.data[order, None] * dense[self.rows[order]], self.cols[order], self.n_cols)
 
 
-def lsa_features(index: TermIndex, dim: int = 100, seed: int = 0) -> np.ndarray:
+def lsa_features(index: TermIndex, seed: int = 0, params: TreeParams = DEFAULT_PARAMS) -> np.ndarray:
     """L2-normalised LSA rows: sublinear TF-IDF reduced by a randomized SVD (numpy only).
 
     Rows without any indexed term come back as zeros.
     """
     n, v = index.n_rows, index.n_terms
-    rank = min(dim, n - 1, v - 1)
+    rank = min(params.lsa_dim, n - 1, v - 1)
     if rank < 1 or len(index.tf) == 0:
         return np.zeros((n, 0), dtype=np.float32)
     rows = index.rows_of_entries()
@@ -610,9 +434,9 @@ def lsa_features(index: TermIndex, dim: int = 100, seed: int = 0) -> np.ndarray:
     matrix = _Csr(index, (data / norms[rows]).astype(np.float32))
 
     rng = np.random.default_rng(seed)
-    sketch = min(v, n, rank + 10)
+    sketch = min(v, n, rank + params.lsa_oversample)
     q = _orthonormal(matrix.dot(rng.standard_normal((v, sketch)).astype(np.float32)))
-    for _ in range(2):  # power iterations sharpen the spectrum
+    for _ in range(params.lsa_power_iter):  # power iterations sharpen the spectrum
         q = _orthonormal(matrix.dot(_orthonormal(matrix.tdot(q))))
     small = matrix.tdot(q).T.astype(np.float64)  # (sketch, v) = Q.T @ X
     # SVD of the small factor through its (sketch x sketch) Gram matrix.
@@ -630,16 +454,18 @@ def lsa_features(index: TermIndex, dim: int = 100, seed: int = 0) -> np.ndarray:
 
 
 def term_counts(
-    index: TermIndex, members: np.ndarray, labels: np.ndarray, k: int, row_weight: np.ndarray | None = None
+    index: TermIndex, members: np.ndarray, labels: np.ndarray, k: int, row_weight: np.ndarray | None = None,
+    *, presence_only: bool = False,
 ) -> np.ndarray:
     """Summed presence weights per (group, term) for ``members`` grouped by ``labels`` (0..k-1).
 
-    ``row_weight`` (aligned with ``members``) scales each chunk's contribution.
+    ``row_weight`` (aligned with ``members``) scales each chunk's contribution; with
+    ``presence_only`` a chunk holding a term counts 1 wherever the term is (title or body).
     """
     entries, lengths = index.row_entries(members)
     group = np.repeat(labels, lengths)
     flat = group * index.n_terms + index.indices[entries]
-    values = index.weight[entries]
+    values = np.ones(len(entries)) if presence_only else index.weight[entries]
     if row_weight is not None:
         values = values * np.repeat(np.asarray(row_weight, dtype=np.float64), lengths)
     counts = np.bincount(flat, weights=values, minlength=k * index.n_terms)
@@ -661,52 +487,23 @@ def presence(index: TermIndex, members: np.ndarray, columns: Sequence[int]) -> n
     return out
 
 
-def document_weights(doc_of: np.ndarray) -> np.ndarray:
-    """Per-chunk weights ``m ** -0.75`` for a document with ``m`` chunks among these rows.
+def document_weights(doc_of: np.ndarray, decay: float = DEFAULT_PARAMS.document_decay) -> np.ndarray:
+    """Per-chunk weights ``m ** -decay`` for a document with ``m`` chunks among these rows.
 
-    Summed over a document they give ``m ** 0.25``: a document of 40 chunks (a ticket dump, a long
-    manual) counts for more than one of 4 chunks, but only 1.8 times as much, so a word that fills
-    one big document cannot outvote words found across many documents, while one stray chunk
-    still counts for less than a document that sits wholly in the cluster.
+    Summed over a document they give ``m ** (1 - decay)``: a document of 40 chunks (a record dump,
+    a long manual) counts for more than one of 4 chunks, but not ten times as much, so a word that
+    fills one big document cannot outvote words found across many documents, while one stray chunk
+    still counts for less than a document that sits wholly in the node.
     """
     if not len(doc_of):
         return np.zeros(0, dtype=np.float64)
     _, inverse, counts = np.unique(doc_of, return_inverse=True, return_counts=True)
-    return counts[inverse].astype(np.float64) ** -0.75
+    return counts[inverse].astype(np.float64) ** -decay
 
 
-def spread_factor(index: TermIndex, members: np.ndarray, doc_of: np.ndarray, row_weight: np.ndarray) -> np.ndarray:
-    """Per-term multiplier (0.3-1) that marks down terms whose weight in a cluster comes from one document.
-
-    "Agent" in a cluster of customer FAQs and a support-ticket dump comes from the tickets alone;
-    it says what kind of document half the cluster is, not what the cluster is about. A term is
-    marked down when over half of its weight comes from its top document, the more so the more
-    that exceeds the top document's share of the cluster; unless one document holds half the
-    cluster (its words are then the cluster's words).
-    """
-    factor = np.ones(index.n_terms)
-    if len(members) < 2:
-        return factor
-    entries, lengths = index.row_entries(members)
-    _, local = np.unique(doc_of[members], return_inverse=True)
-    weight = np.asarray(row_weight, dtype=np.float64)
-    cluster_top = float(np.bincount(local, weights=weight).max() / max(weight.sum(), 1e-12))
-    if cluster_top >= 0.5:
-        return factor
-    terms = index.indices[entries]
-    values = index.weight[entries] * np.repeat(weight, lengths)
-    keys, inverse = np.unique(np.repeat(local, lengths) * index.n_terms + terms, return_inverse=True)
-    mass = np.bincount(inverse, weights=values)
-    top = np.zeros(index.n_terms)
-    np.maximum.at(top, keys % index.n_terms, mass)
-    total = np.bincount(terms, weights=values, minlength=index.n_terms)
-    share = np.divide(top, total, out=np.zeros_like(top), where=total > 0)
-    excess = np.where(share > 0.5, np.clip((share - cluster_top) / (1.0 - cluster_top), 0.0, 1.0), 0.0)
-    return 1.0 - 0.7 * excess
-
-
-def corpus_wide_terms(index: TermIndex, doc_of: np.ndarray, share: float = 0.8, min_docs: int = 5) -> np.ndarray:
-    """Mask of terms found in at least ``share`` of the documents (the company name, "customer").
+def corpus_wide_terms(index: TermIndex, doc_of: np.ndarray, share: float = DEFAULT_PARAMS.corpus_wide_share,
+                      min_docs: int = DEFAULT_PARAMS.corpus_wide_min_docs) -> np.ndarray:
+    """Mask of terms found in at least ``share`` of the documents (the publisher's name, say).
 
     Such a word says where the collection comes from, not what one category is about. Needs at
     least ``min_docs`` documents; fewer give no mask.
@@ -721,178 +518,3 @@ def corpus_wide_terms(index: TermIndex, doc_of: np.ndarray, share: float = 0.8, 
     return df >= share * n_docs
 
 
-def rank_terms(
-    inside: np.ndarray,
-    n_inside: int,
-    outside: np.ndarray,
-    n_outside: int,
-    background: np.ndarray,
-    n_background: int,
-    *,
-    fitness: np.ndarray | None = None,
-    present: np.ndarray | None = None,
-    n_present: int | None = None,
-    limit: int = 12,
-) -> list[tuple[int, float, float]]:
-    """Terms that distinguish a cluster, best first, as ``(term column, score, share)``.
-
-    ``share`` is the cluster's (weighted) document share ``p`` of the term; the score is ``p``
-    times its log-ratio against the siblings' share ``q`` plus its log-ratio against the
-    whole collection (a KL-divergence term: frequent in the cluster, rare beside it), multiplied
-    by ``fitness`` (how well the term reads as a name). With no siblings the collection stands in
-    for them. When the counts are weighted (see :func:`document_weights`), ``present`` and
-    ``n_present`` give the plain chunk counts. Terms in fewer than 2 chunks of a cluster of 4 or
-    more are skipped; a fitness of 0 rules a term out.
-    """
-    p = inside / max(1, n_inside)
-    q = outside / max(1, n_outside) if n_outside else background / max(1, n_background)
-    g = background / max(1, n_background)
-    eps = 0.02
-    score = p * (np.log((p + eps) / (q + eps)) + np.log((p + eps) / (g + eps)))
-    if fitness is not None:
-        score = np.where(score > 0, score * fitness, score)
-    floor = 1.5 if (n_inside if n_present is None else n_present) >= 4 else 0.5
-    score[(inside if present is None else present) < floor] = -np.inf
-    if fitness is not None:
-        score[fitness <= 0] = -np.inf
-    order = np.lexsort((np.arange(len(score)), -score))[:limit]
-    return [(int(j), float(score[j]), float(p[j])) for j in order if np.isfinite(score[j]) and score[j] > 0]
-
-
-def name_words(name: str) -> set[str]:
-    """Folded words of a display name (``"Refunds & Returns"`` -> ``{"refund", "return"}``)."""
-    return {fold_plural(w) for w in re.findall(r"[a-z0-9]+", name.lower())}
-
-
-def _stems(words: frozenset[str] | set[str]) -> set[str]:
-    return {_stem(w) for w in words}
-
-
-def label_terms(
-    ranked: list[tuple[int, float, float]],
-    index: TermIndex,
-    *,
-    banned: set[str],
-    banned_words: set[str],
-    members: np.ndarray | None = None,
-    row_weight: np.ndarray | None = None,
-) -> list[int]:
-    """Pick 1-3 term columns that make a readable name, supported by most of the cluster.
-
-    A term gives way to a longer one containing its words that scores at least 60% as much
-    (``Refund`` -> ``Refund Windows``) and covers about as much of the cluster. A term's support
-    is the share of the ``members`` chunks that contain it, weighted by ``row_weight`` (see
-    :func:`document_weights`, so it leans towards the share of documents). A name must be
-    supported by at least half of the cluster: the best term that is (scoring at least half as
-    much as the best term overall) comes first, and may be joined by a strong second one that
-    covers other chunks (``A & B``: 60% of its score, 30% support, within 3 words). When no single
-    term covers half of a mixed cluster, distinctive terms covering new ground are added until
-    they do (``A, B & C``, at most 5 words). Terms sharing a stem are never joined. Display names
-    in ``banned`` (taken by siblings or ancestors), terms made only of ``banned_words`` (the
-    ancestors' words) and heading phrases found in under half the cluster are skipped.
-    """
-    allowed = [
-        (j, score, share)
-        for j, score, share in ranked
-        if index.display[j].lower() not in banned and not index.words[j] <= banned_words
-    ]
-    if not allowed:
-        return []
-    if members is None:
-        members = np.arange(index.n_rows)
-    hits = presence(index, np.asarray(members, dtype=np.int64), [j for j, _, _ in allowed])
-    weight = np.ones(len(members)) if row_weight is None else np.asarray(row_weight, dtype=np.float64)
-    weight = weight / max(float(weight.sum()), 1e-12)
-
-    def support(mask: np.ndarray) -> float:
-        return float(weight @ mask)
-
-    supported = {j: support(hits[:, c]) for c, (j, _, _) in enumerate(allowed)}
-    column = {j: c for c, (j, _, _) in enumerate(allowed)}
-    candidates: list[tuple[int, float, float]] = []
-    for j, score, _ in allowed:
-        words = index.words[j]
-        if any(
-            index.words[b] > words and s >= 0.6 * score and supported[b] >= min(0.5, 0.65 * supported[j])
-            for b, s, _ in allowed
-        ):
-            continue  # a longer term with these words says it better, for about as much of the cluster
-        if any(index.display[c].lower() == index.display[j].lower() for c, _, _ in candidates):
-            continue
-        # A heading or file name names a cluster only if most of it comes from there.
-        if index.terms[j].startswith(PHRASE) and supported[j] < 0.5:
-            continue
-        candidates.append((j, score, supported[j]))
-    if not candidates:
-        return []
-    top = candidates[0][1]
-    majority = [c for c, (_, score, share) in enumerate(candidates) if share >= 0.5 and score >= 0.5 * top]
-    chosen = [majority[0] if majority else 0]
-    covered = hits[:, column[candidates[chosen[0]][0]]].copy()
-    lead = candidates[chosen[0]][1]
-
-    def addition(wanted: bool) -> int:
-        """The term that best adds distinct ground to the name, or -1."""
-        best, best_value = -1, 0.0
-        length = sum(_length(index.display[candidates[c][0]]) for c in chosen)
-        stems = set().union(*(_stems(index.words[candidates[c][0]]) for c in chosen))
-        before = support(covered)
-        for c, (j, score, share) in enumerate(candidates):
-            if c in chosen or index.fitness[j] < 0.9 or _stems(index.words[j]) & stems:
-                continue
-            if length + _length(index.display[j]) > (5 if wanted else 3):
-                continue
-            gain = support(covered | hits[:, column[j]]) - before
-            strong = score >= (0.25 * top if wanted else 0.6 * lead) and share >= (0.1 if wanted else 0.3)
-            value = score * gain / max(share, 1e-9)  # distinctive, and covering new ground
-            if strong and gain >= (0.1 if wanted else 0.15) and value > best_value + 1e-12:
-                best, best_value = c, value
-        return best
-
-    while len(chosen) < (3 if support(covered) < 0.5 else 2):
-        wanted = support(covered) < 0.5
-        pick = addition(wanted)
-        if pick < 0:
-            break
-        chosen.append(pick)
-        covered |= hits[:, column[candidates[pick][0]]]
-        if not wanted:
-            break
-    if support(covered) < 0.5 and majority:
-        return [candidates[majority[0]][0]]
-    return [candidates[c][0] for c in chosen]
-
-
-def join_names(names: Sequence[str]) -> str:
-    """``["Orders", "Billing", "Refunds"]`` -> ``"Orders, Billing & Refunds"``."""
-    names = list(names)
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " & " + names[-1]
-
-
-def _length(display: str) -> int:
-    """Words of a name that count towards its length (``and``, ``of`` ... do not)."""
-    return sum(1 for w in display.split() if w.lower() not in _SMALL_WORDS)
-
-
-def describe_terms(
-    ranked: list[tuple[int, float, float]],
-    index: TermIndex,
-    skip: set[str],
-    limit: int = 4,
-    avoid: set[str] | frozenset[str] = frozenset(),
-) -> list[str]:
-    """Lower-case display forms of the top terms, skipping words already said and terms with ``avoid`` words."""
-    out: list[str] = []
-    seen = _stems(skip)
-    for j, _, _ in ranked:
-        stems = _stems(index.words[j])
-        if stems <= seen or index.words[j] & avoid:
-            continue
-        display = index.display[j]
-        out.append(display if display.isupper() else display.lower())
-        seen |= stems
-        if len(out) >= limit:
-            break
-    return out

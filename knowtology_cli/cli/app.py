@@ -29,6 +29,21 @@ class OutputFormat(str, Enum):
     context = "context"
 
 
+class Preset(str, Enum):
+    """Search presets (``knowtology_cli.retrieval.presets``)."""
+
+    fast = "fast"
+    default = "default"
+    thorough = "thorough"
+
+
+class Reranker(str, Enum):
+    """Rerankers for ``kt search --rerank``."""
+
+    none = "none"
+    llm = "llm"
+
+
 app = typer.Typer(
     name="kt",
     help="Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read.",
@@ -131,18 +146,28 @@ def search(
     query: Annotated[str, typer.Argument(help="What you are looking for, in words.")],
     k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="Number of hits.")] = 5,
     under: Annotated[str | None, typer.Option(help="Only chunks under this category path.")] = None,
-    mode: Annotated[str, typer.Option(help="semantic or hybrid (semantic + BM25).")] = "semantic",
+    preset: Annotated[Preset, typer.Option(help="fast (BM25 only), default (hybrid), thorough (hybrid + query "
+                                                "expansion from the first results).")] = Preset.default,
+    mode: Annotated[str | None, typer.Option(help="hybrid, semantic or keyword (default: the preset's).")] = None,
+    rerank: Annotated[Reranker, typer.Option(help="none, or llm: the model from --llm / KNOWTOLOGY_LLM grades "
+                                                  "the top snippets in one call.")] = Reranker.none,
+    llm: Annotated[str | None, typer.Option(help="PROVIDER:MODEL for --rerank llm.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show the score each stage gave every hit.")] = False,
     min_score: Annotated[float | None, typer.Option(help="Drop hits scoring below this.")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="text or context (compact block for prompts).")] = OutputFormat.text,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search by meaning; returns snippets and chunk ids, never full text."""
+    """Search by meaning and keywords (hybrid); returns snippets and chunk ids, never full text."""
     from .render import print_hits
 
-    run(as_json, lambda: open_kb(store, collection).search(query, k=k, under=under, mode=mode, min_score=min_score),
-        lambda r: print_hits(r, fmt.value))
+    def warn(text: str) -> None:
+        print(f"Warning: {text}", file=sys.stderr, flush=True)
+
+    run(as_json, lambda: open_kb(store, collection, llm=llm).search(
+        query, k=k, under=under, mode=mode, preset=preset.value, rerank=rerank.value, explain=explain,
+        min_score=min_score, warn=warn), lambda r: print_hits(r, fmt.value))
 
 
 @app.command()
@@ -169,6 +194,8 @@ def read(
     chunk_ids: Annotated[list[str], typer.Argument(help="Chunk ids from search, grep or browse.")],
     session: SessionOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Return text even if already read in this session.")] = False,
+    context: Annotated[int, typer.Option("--context", "-C", min=0, help="Also N neighbouring chunks before and after "
+                                                                        "each, from the same document.")] = 0,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="text or context (tagged blocks for prompts).")] = OutputFormat.text,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
@@ -177,7 +204,7 @@ def read(
     """Full text of chunks; a repeat read in the same session answers (already read — skip)."""
     from .render import print_read
 
-    run(as_json, lambda: open_kb(store, collection, session).read(chunk_ids, force=force),
+    run(as_json, lambda: open_kb(store, collection, session).read(chunk_ids, force=force, context=context),
         lambda r: print_read(r, fmt.value))
 
 

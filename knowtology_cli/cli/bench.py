@@ -46,13 +46,14 @@ def retrieval(
     as_json: JsonOpt = False,
 ) -> None:
     """nDCG@10, Recall@10/100, MRR@10 and latency of keyword/semantic/hybrid beside BM25, exact dense, fusion."""
-    from knowtology_cli.bench.report import retrieval_markdown
+    from knowtology_cli.bench.report import presets_markdown, retrieval_markdown
     from knowtology_cli.bench.retrieval import run_many
 
     with handled(as_json):
         result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, fts_variants=fts_variants,
                           message=_say)
-    _finish("retrieval", result, out, as_json, "\n\n".join(retrieval_markdown(r) for r in result["collections"]))
+    _finish("retrieval", result, out, as_json, "\n\n".join(
+        [presets_markdown(result["presets"])] + [retrieval_markdown(r) for r in result["collections"]]))
 
 
 @bench_app.command("tokens")
@@ -93,19 +94,20 @@ def speed(
 
 @bench_app.command("tree")
 def tree(
-    data_dir: Annotated[str, typer.Argument(help="BEIR folder (or name) whose tree is judged.")] = "cacm",
-    labels: Annotated[Path | None, typer.Option("--labels", help="TSV with doc_id, codes, l1, l2, l3 (default: DATA_DIR/labels.tsv).")] = None,
+    data_dirs: Annotated[list[str] | None, typer.Argument(
+        help="BEIR folders (or names under ../shared/bench-data) or folders of documents; default cacm.")] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help="TSV with doc_id, codes, l1, l2, l3 (default: DATA_DIR/labels.tsv where it exists).")] = None,
     embedder: EmbedderOpt = "local",
     llm: Annotated[str | None, typer.Option("--llm", help="Also judge the LLM builder with PROVIDER:MODEL.")] = None,
     out: OutOpt = DEFAULT_OUT,
     as_json: JsonOpt = False,
 ) -> None:
-    """Agreement (NMI, ARI per level) of built trees with a gold taxonomy, and the tree's shape."""
-    from knowtology_cli.bench.tree import run_tree, tree_markdown
+    """Name routing accuracy and balance per level of built trees, and AMI/NMI against a gold taxonomy."""
+    from knowtology_cli.bench.tree import run_trees, trees_markdown
 
     with handled(as_json):
-        result = run_tree(data_dir, labels=labels, embedder=embedder, llm=llm, out_dir=out, message=_say)
-    _finish("tree", result, out, as_json, tree_markdown(result))
+        result = run_trees(data_dirs or ["cacm"], labels=labels, embedder=embedder, llm=llm, out_dir=out, message=_say)
+    _finish("tree", result, out, as_json, trees_markdown(result))
 
 
 @bench_app.command("build")

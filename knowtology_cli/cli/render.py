@@ -40,9 +40,49 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
     if not result.hits:
         out.print(f"No results for {result.query!r}.", markup=False)
         return
-    for h in result.hits:
-        out.print(f"[green]\\[{escape(h.chunk_id)}][/] [cyan]{escape(h.path or '(unmapped)')}[/] — "
-                  f"{escape(h.snippet)} [dim]({h.score:.3f})[/]")
+    for group, hits in text.grouped_hits(result.hits).items():
+        out.print(f"[cyan]{escape(group)}[/]")
+        for h in hits:
+            snippet = text.trim(h.snippet, text.SNIPPET_CHARS)
+            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{text.score_text(h.score)}[/]")
+            if h.explain is not None:
+                out.print(f"   [dim]{escape(explain_line(h.explain))}[/]")
+    if result.expansion:
+        terms = " ".join(f"{t}:{w:.2f}" for t, w in result.expansion.items())
+        out.print(f"[dim]feedback query: {escape(terms)}[/]")
+
+
+def marked(snippet: str, marks: list[tuple[int, int]]) -> str:
+    """Rich markup of ``snippet`` with the matched spans in bold yellow (escaped everywhere else)."""
+    from rich.markup import escape
+
+    parts, at = [], 0
+    for start, end in sorted(marks):
+        if start < at or end > len(snippet):
+            continue
+        parts.append(escape(snippet[at:start]))
+        parts.append(f"[bold yellow]{escape(snippet[start:end])}[/]")
+        at = end
+    parts.append(escape(snippet[at:]))
+    return "".join(parts)
+
+
+#: Stage names as ``--explain`` prints them, in pipeline order.
+STAGE_LABELS = (("dense", "dense"), ("keyword", "bm25"), ("fused", "fused"), ("prf_dense", "rocchio"),
+                ("prf_keyword", "rm3"), ("prf_fused", "prf fused"), ("tree", "tree"), ("rerank", "rerank"))
+
+
+def explain_line(stages: dict[str, float]) -> str:
+    """``dense 0.61 #3 · bm25 12.4 #1 · fused 0.93 · … → #1``: each stage's score (and rank)."""
+    parts = []
+    for key, label in STAGE_LABELS:
+        if key in stages:
+            rank = stages.get(f"{key}_rank")
+            parts.append(f"{label} {stages[key]:.3g}" + (f" #{int(rank)}" if rank else ""))
+        elif key in ("dense", "keyword") and any(k in stages for k in ("fused", "prf_fused")):
+            parts.append(f"{label} –")
+    final = stages.get("final_rank")
+    return " · ".join(parts) + (f" → #{int(final)}" if final else "")
 
 
 def print_read(result: ReadResult, fmt: str = "text") -> None:

@@ -92,6 +92,13 @@ def log_row(entry: dict[str, Any], encode: Any = None) -> dict[str, Any]:
     }
 
 
+def same_document(a: Chunk, b: Chunk) -> bool:
+    """True when two chunks come from one document: same doc_id, or (no doc_id) same file name."""
+    if a.doc_id or b.doc_id:
+        return a.doc_id == b.doc_id
+    return bool(a.file_name) and a.file_name == b.file_name
+
+
 class VectorStore(ABC):
     """Chunk rows (text, metadata, vector) of each collection; the only place text lives."""
 
@@ -134,6 +141,25 @@ class VectorStore(ABC):
         self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
     ) -> list[ScoredId]:
         """BM25 ranking of rows for ``query`` over title + text."""
+
+    def weighted_keyword_search(
+        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """BM25 ranking for a weighted bag of words (a feedback query); each term's BM25 score is
+        multiplied by its weight. This default ignores the weights (a plain keyword search)."""
+        return self.keyword_search(collection, " ".join(terms), k, within=within)
+
+    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
+        """Chunks of ``chunk``'s document (same doc_id, else same file) whose chunk_index lies within
+        ``before`` / ``after`` positions of it, in document order, itself excluded. This default scans
+        the table; stores with filters override it."""
+        lo, hi = chunk.chunk_index - before, chunk.chunk_index + after
+        out = []
+        for rows, _ in self.iter_rows(collection, with_vectors=False):
+            for c in rows:
+                if c.chunk_id != chunk.chunk_id and same_document(c, chunk) and lo <= c.chunk_index <= hi:
+                    out.append(c)
+        return sorted(out, key=lambda c: (c.chunk_index, c.chunk_id))
 
     @abstractmethod
     def count(self, collection: str) -> int:

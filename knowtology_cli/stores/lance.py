@@ -404,7 +404,7 @@ class LanceVectorStore(VectorStore):
         table = ds.to_table(
             columns=["chunk_id"],
             nearest={"column": "vector", "q": np.asarray(vector, dtype=np.float32), "k": k, "metric": "cosine",
-                     **nearest_params(ds)},
+                     **nearest_params(ds, k=k)},
             **kwargs,
         )
         ids = table.column("chunk_id").to_pylist()
@@ -437,3 +437,44 @@ class LanceVectorStore(VectorStore):
             raise StoreError(f"keyword search failed for {query!r}: {exc}", hint="simplify the query") from exc
         return [ScoredId(i, float(s)) for i, s in zip(table.column("chunk_id").to_pylist(),
                                                         table.column("_score").to_pylist())]
+
+    def weighted_keyword_search(
+        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """One boolean query of boosted single-term matches over title and text (sum of BM25 × weight)."""
+        ds = self._dataset(collection)
+        terms = {t: w for t, w in terms.items() if t.strip() and w > 0}
+        if ds is None or k <= 0 or not terms or (within is not None and not within):
+            return []
+        from lance.query import BooleanQuery, MatchQuery, Occur
+
+        columns = [c for c in FTS_COLUMNS if c in _fts_columns(ds)]
+        if not columns:
+            return []
+        clauses = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
+                   for term, weight in terms.items() for column in columns]
+        kwargs: dict[str, Any] = {}
+        if within is not None:
+            kwargs.update(filter=id_filter(within), prefilter=True)
+        try:
+            table = ds.to_table(columns=["chunk_id", "_score"], full_text_query=BooleanQuery(clauses), limit=k,
+                                **kwargs)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise StoreError(f"keyword search failed for {' '.join(terms)!r}: {exc}", hint="simplify the query") from exc
+        return [ScoredId(i, float(s)) for i, s in zip(table.column("chunk_id").to_pylist(),
+                                                        table.column("_score").to_pylist())]
+
+    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
+        ds = self._dataset(collection)
+        if ds is None or (before <= 0 and after <= 0):
+            return []
+        same = f"doc_id = {sql_quote(chunk.doc_id)}" if chunk.doc_id else (
+            f"file_name = {sql_quote(chunk.file_name)}" if chunk.file_name else None)
+        if same is None:
+            return []
+        lo, hi = chunk.chunk_index - before, chunk.chunk_index + after
+        where = f"{same} AND chunk_index >= {int(lo)} AND chunk_index <= {int(hi)} AND chunk_id != {sql_quote(chunk.chunk_id)}"
+        if not chunk.doc_id:
+            where += " AND (doc_id IS NULL OR doc_id = '')"
+        rows = ds.to_table(columns=META_COLUMNS + ["text"], filter=where).to_pylist()
+        return sorted((_chunk(r) for r in rows), key=lambda c: (c.chunk_index, c.chunk_id))

@@ -141,6 +141,14 @@ class RoutingVectorStore(VectorStore):
     ) -> list[ScoredId]:
         return self.route(collection).regex_search(collection, pattern, k, within=within)
 
+    def weighted_keyword_search(
+        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.route(collection).weighted_keyword_search(collection, terms, k, within=within)
+
+    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
+        return self.route(collection).neighbours(collection, chunk, before, after)
+
     def count(self, collection: str) -> int:
         return self.route(collection).count(collection)
 

@@ -441,6 +441,30 @@ class _NoLock:
         return None
 
 
+RERANK_SCHEMA = "rank_candidates"  # knowtology_cli.retrieval.rerank.RERANK_SCHEMA_NAME
+_CANDIDATE = re.compile(r'<candidate n="(\d+)">(.*?)</candidate>')
+_QUERY = re.compile(r"<query>(.*?)</query>")
+
+
+def _structured_name(body: dict[str, Any], endpoint: str) -> str:
+    """The schema (OpenAI) or forced tool (Anthropic) name of a structured call."""
+    if endpoint == "openai":
+        return str(((body.get("response_format") or {}).get("json_schema") or {}).get("name", ""))
+    return str((body.get("tool_choice") or {}).get("name", ""))
+
+
+def rerank_brain(user: str) -> dict[str, Any]:
+    """Grades for an LLM-rerank call: per candidate, how many distinct query words (3+ letters) its
+    summary contains, capped at 3 — deterministic, so tests can predict the new order."""
+    found = _QUERY.search(user)
+    words = {w for w in re.findall(r"[a-z0-9]{3,}", (found.group(1) if found else "").lower())}
+    grades = []
+    for number, text in _CANDIDATE.findall(user):
+        present = set(re.findall(r"[a-z0-9]{3,}", text.lower())) & words
+        grades.append({"n": int(number), "grade": min(3, len(present))})
+    return {"grades": grades}
+
+
 def _user_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -509,17 +533,17 @@ class _Handler(BaseHTTPRequestHandler):
         index, fault = fake._decide(raw, fake.api_key is None or key == fake.api_key)
         model = str(body.get("model", ""))
         if endpoint == "openai":
-            fmt = body.get("response_format") or {}
-            tree = fmt.get("type") == "json_schema"
-            schema_name = (fmt.get("json_schema") or {}).get("name", "")
+            tree = (body.get("response_format") or {}).get("type") == "json_schema"
         else:
             tree = (body.get("tool_choice") or {}).get("type") == "tool"
-            schema_name = (body.get("tool_choice") or {}).get("name", "")
         user = next((_user_text(m.get("content")) for m in reversed(body.get("messages", []))
                      if m.get("role") == "user"), "")
-        naming = tree and schema_name == NAMES_SCHEMA
-        chunks = parse_chunks(user) if tree and not naming else []
-        fake._record(index, endpoint=endpoint, kind="names" if naming else "tree" if tree else "chat", model=model,
+        schema_name = _structured_name(body, endpoint) if tree else ""
+        naming = schema_name == NAMES_SCHEMA
+        rerank = schema_name == RERANK_SCHEMA
+        chunks = parse_chunks(user) if tree and not naming and not rerank else []
+        kind = "names" if naming else "rerank" if rerank else "tree" if tree else "chat"
+        fake._record(index, endpoint=endpoint, kind=kind, model=model,
                      n_chunks=len(chunks), chunk_ids=tuple(c for c, _ in chunks), fault=fault,
                      body=body if fake.keep_bodies else None)
         prompt_tokens = max(1, len(raw) // 4)
@@ -533,6 +557,9 @@ class _Handler(BaseHTTPRequestHandler):
                 status = {"auth": 401, "rate_limit": 429, "server_error": 500, "overflow": 400}[fault]
                 fake._record(index, status=status, fault=fault)
                 self._error(endpoint, status, key, prompt_tokens=prompt_tokens)
+                return
+            if rerank:
+                self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
                 return
             if naming:
                 reply = naming_brain(parse_categories(user))

@@ -1,0 +1,402 @@
+"""Offline names and descriptions for a tree whose shape is fixed.
+
+The method in one paragraph. The children of each node are named together, largest first, from
+the terms of one index (Snowball stems; single words, adjacent content-word pairs, identifiers as
+written, and heading phrases: member section titles and file names; see :mod:`.terms`). Each
+child's terms are scored by class-based TF-IDF against its siblings — the child's (document-weighted)
+share of chunks holding the term, times the log-ratio of that share to the siblings' share — and by
+how well the term reads as a name (noun-like words and headings people wrote score higher).
+A name must cover at least half the child. The best such term is chosen by maximal marginal
+relevance (MMR) against the names its siblings already have (term similarity is the cosine of the
+centroids of the chunks holding each term), replaced by a longer term containing its words when
+that scores nearly as well, and joined by a second, different term when the first leaves much of
+the child uncovered. A grab-bag child, where no term covers half of it, is named by the few
+distinctive terms that together cover it (a set cover), never by its largest member alone. Words of
+an ancestor's name and words found in most documents of the collection never name a node. A
+description says in plain sentences what a node holds: its next distinctive terms, its children
+(for a parent) or example titles (for a leaf). Every threshold is in :class:`.params.TreeParams`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from .params import DEFAULT_PARAMS, TreeParams
+from .terms import (
+    PHRASE,
+    TermIndex,
+    corpus_wide_terms,
+    document_weights,
+    heading_segments,
+    join_names,
+    term_counts,
+)
+
+__all__ = ["Node", "NamedItem", "Namer", "name_nodes"]
+
+FALLBACK_NAME = "Other"
+_TOLERANCE = 1e-12  # shares are sums of float weights: 0.5 may come out as 0.49999999999999994
+_SLASH = re.compile(r"\s*/\s*")
+_TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\|)\s*")
+
+
+class NamedItem(Protocol):
+    """What naming reads from a chunk (``ClusterItem`` has it)."""
+
+    chunk_id: str
+    text: str
+    title: str
+    doc_id: str
+    file_name: str
+
+
+@dataclass
+class Node:
+    """A node of the tree being named: its member rows, children and the name it gets."""
+
+    members: np.ndarray
+    level: int
+    name: str = ""
+    path: str = ""
+    description: str = ""
+    children: list[Node] = field(default_factory=list)
+    terms: list[int] = field(default_factory=list)  # term columns of the name
+    ranked: list[int] = field(default_factory=list)  # term columns by score, for the description
+    coverage: float = 0.0  # weighted share of the members holding a term of the name
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class Namer:
+    """Names and describes the nodes of one collection (see the module docstring for the method)."""
+
+    def __init__(self, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
+                 params: TreeParams = DEFAULT_PARAMS) -> None:
+        self.index, self.items, self.x, self.doc_of, self.params = index, items, x, doc_of, params
+        n = len(items)
+        blocked = corpus_wide_terms(index, doc_of, params.corpus_wide_share, params.corpus_wide_min_docs)
+        self.nameable = np.where(blocked, 0.0, index.nameability)
+        weights = document_weights(doc_of, params.document_decay)
+        self.background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1, weights)[0]
+        self.background /= max(float(weights.sum()), 1e-12)
+        rows = index.rows_of_entries()
+        order = np.argsort(index.indices, kind="stable")
+        self._col_rows = rows[order]
+        self._col_ptr = np.concatenate(([0], np.cumsum(np.bincount(index.indices, minlength=index.n_terms))))
+        self._centroids: dict[int, np.ndarray] = {}
+        docs_in: dict[str, set[str]] = {}
+        for item in items:
+            docs_in.setdefault(item.file_name, set()).add(item.doc_id)
+        # A file holding many documents (a JSONL of records, stdin) says nothing about one node.
+        self.shared_files = frozenset(f for f, docs in docs_in.items() if f and len(docs) > 1)
+
+    # ------------------------------------------------------------------ public
+
+    def name(self, root: Node) -> None:
+        """Name and describe every node under ``root`` and set the paths."""
+        self._name_children(root, frozenset())
+        self._describe(root)
+        _set_paths(root)
+
+    # ------------------------------------------------------------------ terms
+
+    def centroid(self, column: int) -> np.ndarray:
+        """Unit mean feature vector of the chunks holding term ``column``."""
+        if column not in self._centroids:
+            rows = self._col_rows[self._col_ptr[column]:self._col_ptr[column + 1]]
+            self._centroids[column] = _normalise(self.x[rows].sum(axis=0))
+        return self._centroids[column]
+
+    def _similarity(self, column: int, others: Sequence[int]) -> float:
+        if not others:
+            return 0.0
+        return float(max(self.centroid(column) @ self.centroid(o) for o in others))
+
+    def _score_children(self, children: Sequence[Node]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per child: c-TF-IDF scores, coverage shares and member counts of every term."""
+        p, index = self.params, self.index
+        k = len(children)
+        members = np.concatenate([c.members for c in children])
+        labels = np.concatenate([np.full(len(c.members), i) for i, c in enumerate(children)])
+        weights = np.concatenate([document_weights(self.doc_of[c.members], p.document_decay) for c in children])
+        weighted = term_counts(index, members, labels, k, weights)
+        covered = term_counts(index, members, labels, k, weights, presence_only=True)
+        counts = term_counts(index, members, labels, k, presence_only=True)
+        sizes = np.bincount(labels, weights=weights, minlength=k)
+        total, total_size = weighted.sum(axis=0), float(sizes.sum())
+        out = []
+        for i, child in enumerate(children):
+            share = weighted[i] / max(sizes[i], _TOLERANCE)
+            if k > 1:
+                other = (total - weighted[i]) / max(total_size - sizes[i], _TOLERANCE)
+            else:
+                other = self.background
+            eps = p.share_smoothing
+            score = share * np.log((share + eps) / (other + eps)) * self.nameable
+            coverage = covered[i] / max(sizes[i], _TOLERANCE)
+            needed = min(p.min_chunks, len(child.members))
+            score[(counts[i] < needed) | (coverage < p.min_candidate_share) | (self.nameable <= 0)] = -np.inf
+            out.append((score, coverage, counts[i]))
+        return out
+
+    # ------------------------------------------------------------------ names
+
+    def _name_children(self, parent: Node, banned: frozenset[str]) -> None:
+        children = parent.children
+        if not children:
+            return
+        p, index = self.params, self.index
+        scored = self._score_children(children)
+        taken_terms: list[int] = []
+        taken_names: set[str] = {parent.name.lower()} if parent.name else set()
+        for child, (score, coverage, _) in zip(children, scored, strict=True):
+            pool = [int(j) for j in np.argsort(-score, kind="stable")[: p.candidate_pool]
+                    if np.isfinite(score[j]) and score[j] > 0 and not index.words[j] <= banned]
+            child.ranked = pool
+            chosen = self._choose(pool, score, coverage, child, taken_terms, taken_names)
+            child.terms = chosen
+            name = self._render(chosen) if chosen else self._fallback(child)
+            name = _clean(name, p.max_name_chars)
+            base, suffix = name, 2
+            while name.lower() in taken_names:
+                name = f"{base} ({suffix})"
+                suffix += 1
+            child.name = name
+            taken_names.add(name.lower())
+            taken_terms.extend(chosen)
+        for child in children:
+            # A term found (almost) only in one of the child's own children says what that part is:
+            # the part may still use it ("Lenses & optics" over "Lens grinding").
+            shared = [j for j in child.terms if not self._owned_by_one_child(child, j)]
+            said = frozenset().union(*(self.index.words[j] for j in shared)) if shared else frozenset()
+            self._name_children(child, banned | said)
+
+    def _choose(self, pool: list[int], score: np.ndarray, coverage: np.ndarray, child: Node,
+                taken_terms: list[int], taken_names: set[str]) -> list[int]:
+        """The term columns of ``child``'s name (see the module docstring)."""
+        p, index = self.params, self.index
+        if not pool:
+            return []
+        top = float(score[pool[0]])
+        open_terms = [j for j in pool if index.display[j].lower() not in taken_names
+                      and self._similarity(j, taken_terms) < p.mmr_max_similarity]
+        if not open_terms:
+            open_terms = pool
+
+        def mmr(j: int) -> float:
+            return p.mmr_lambda * float(score[j]) / top - (1 - p.mmr_lambda) * self._similarity(j, taken_terms)
+
+        broad = [j for j in open_terms if coverage[j] >= p.name_coverage - _TOLERANCE]
+        if broad:
+            first = max(broad, key=lambda j: (mmr(j), -j))
+            longer = [j for j in open_terms if index.words[j] > index.words[first]
+                      and score[j] >= p.longer_score * score[first]
+                      and coverage[j] >= p.longer_coverage * coverage[first]]
+            if longer:
+                first = max(longer, key=lambda j: (score[j], -j))
+            chosen = [first]
+            if coverage[first] < p.second_term_below - _TOLERANCE:
+                second = self._add_cover(open_terms, score, child, chosen, p.second_term_gain,
+                                         p.second_term_score * float(score[first]), taken_terms)
+                if second is not None:
+                    chosen.append(second)
+        else:
+            chosen = []
+            while len(chosen) < p.grab_bag_terms:
+                pick = self._add_cover(open_terms, score, child, chosen, p.cover_gain, 0.0, taken_terms)
+                if pick is None:
+                    break
+                chosen.append(pick)
+                if self._covered(child, chosen) >= p.second_term_below - _TOLERANCE:
+                    break
+            if not chosen:
+                chosen = [max(open_terms, key=lambda j: (mmr(j), -j))]
+        child.coverage = self._covered(child, chosen)
+        while len(chosen) > 1 and sum(_content_words(index.display[j]) for j in chosen) > p.max_name_words:
+            chosen.pop()
+        return chosen
+
+    def _owned_by_one_child(self, node: Node, column: int) -> bool:
+        """Whether one child of ``node`` holds ``owned_share`` of ``node``'s chunks with term ``column``."""
+        if not node.children:
+            return False
+        counts = [int(self._hits(c, [column]).sum()) for c in node.children]
+        return max(counts) >= self.params.owned_share * max(sum(counts), 1)
+
+    def _covered(self, child: Node, chosen: Sequence[int]) -> float:
+        """Document-weighted share of ``child``'s members holding at least one of ``chosen``."""
+        hits = self._hits(child, chosen).any(axis=1)
+        weight = document_weights(self.doc_of[child.members], self.params.document_decay)
+        return float(weight @ hits / max(float(weight.sum()), _TOLERANCE))
+
+    def _hits(self, child: Node, columns: Sequence[int]) -> np.ndarray:
+        index = self.index
+        out = np.zeros((len(child.members), len(columns)), dtype=bool)
+        if not len(columns):
+            return out
+        position = np.full(index.n_terms, -1, dtype=np.int64)
+        position[np.asarray(columns, dtype=np.int64)] = np.arange(len(columns))
+        entries, lengths = index.row_entries(child.members)
+        rows = np.repeat(np.arange(len(child.members)), lengths)
+        cols = position[index.indices[entries]]
+        hit = cols >= 0
+        out[rows[hit], cols[hit]] = True
+        return out
+
+    def _add_cover(self, pool: list[int], score: np.ndarray, child: Node, chosen: list[int], min_gain: float,
+                   min_score: float, taken_terms: list[int]) -> int | None:
+        """The term adding the most distinctive new coverage to ``chosen`` (score x gain), or None."""
+        p, index = self.params, self.index
+        stems = frozenset().union(*(index.words[j] for j in chosen)) if chosen else frozenset()
+        options = [j for j in pool if j not in chosen and not index.words[j] & stems and score[j] >= min_score
+                   and self.nameable[j] >= p.joined_nameability
+                   and self._similarity(j, chosen) < p.mmr_max_similarity]
+        if not options:
+            return None
+        weight = document_weights(self.doc_of[child.members], p.document_decay)
+        weight = weight / max(float(weight.sum()), _TOLERANCE)
+        hits = self._hits(child, [*chosen, *options])
+        covered = hits[:, : len(chosen)].any(axis=1) if chosen else np.zeros(len(child.members), dtype=bool)
+        best, best_value = None, 0.0
+        for c, j in enumerate(options):
+            gain = float(weight @ (hits[:, len(chosen) + c] & ~covered))
+            value = float(score[j]) * gain * (1 - (1 - p.mmr_lambda) * self._similarity(j, taken_terms))
+            if gain >= min_gain and value > best_value:
+                best, best_value = j, value
+        return best
+
+    def _render(self, chosen: Sequence[int]) -> str:
+        """Display forms joined (``A & B``), the first letter raised unless the text never writes that
+        word with a capital (a command such as ``kubectl``) while it does write capitals."""
+        name = join_names([self.index.display[j] for j in chosen])
+        head = self.index.terms[chosen[0]].lstrip(PHRASE).split(" ", 1)[0]
+        if name[:1].islower() and not self.index.ident[chosen[0]] and (
+                head in self.index.capitalised or self.index.case_folded):
+            name = name[:1].upper() + name[1:]
+        return name
+
+    def _fallback(self, node: Node) -> str:
+        """The most common heading of the node's chunks, else :data:`FALLBACK_NAME`."""
+        counts: dict[str, int] = {}
+        for i in node.members:
+            item = self.items[int(i)]
+            for segment in heading_segments(item.title, item.file_name, self.params)[:1]:
+                counts[segment] = counts.get(segment, 0) + 1
+        if not counts:
+            return FALLBACK_NAME
+        return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    # ------------------------------------------------------------------ descriptions
+
+    def _describe(self, node: Node) -> None:
+        for child in node.children:
+            child.description = self.description(child)
+            self._describe(child)
+
+    def description(self, node: Node) -> str:
+        """Plain sentences: what the node is about beyond its name, its parts and example titles."""
+        p, index = self.params, self.index
+        said = set(_words_of(node.name))
+        terms: list[str] = []
+        for j in node.ranked:
+            if j in node.terms or index.words[j] & said or index.terms[j].startswith(PHRASE):
+                continue
+            terms.append(index.display[j])
+            said |= index.words[j]
+            if len(terms) >= p.description_terms:
+                break
+        sentences = []
+        if terms:
+            sentences.append(f"About {_and(terms)}.")
+        if node.children:
+            names = [c.name for c in node.children[: p.description_children]]
+            more = len(node.children) - len(names)
+            sentences.append(f"Covers {_and(names + ([f'{more} more'] if more else []))}.")
+        titles = self._example_titles(node)
+        if titles:
+            sentences.append(f"Includes {_and(titles)}.")
+        typical = self._typical_passages(node)
+        if typical:
+            sentences.append("For example: " + " ".join(typical))
+        return " ".join(sentences)
+
+    def _typical_passages(self, node: Node) -> list[str]:
+        """Snippets of the chunks nearest the node's centre (from different documents)."""
+        from .snippets import make_snippet
+
+        sub = self.x[node.members]
+        closeness = sub @ _normalise(sub.sum(axis=0))
+        out, docs = [], set()
+        for r in np.argsort(-closeness, kind="stable"):
+            row = int(node.members[r])
+            if self.doc_of[row] in docs:
+                continue
+            docs.add(self.doc_of[row])
+            item = self.items[row]
+            snippet = make_snippet(item.text, item.title, self.params.passage_chars)
+            out.append(snippet if snippet.endswith((".", "…", "?", "!")) else snippet + ".")
+            if len(out) >= self.params.description_passages:
+                break
+        return out
+
+    def _example_titles(self, node: Node) -> list[str]:
+        """Document titles (else file names) of the node's most typical chunks: those nearest its centre."""
+        p = self.params
+        sub = self.x[node.members]
+        closeness = sub @ _normalise(sub.sum(axis=0))
+        titled: dict[str, float] = {}
+        for i, score in zip(node.members, closeness, strict=True):
+            item = self.items[int(i)]
+            if item.title.strip():
+                title = _TRAIL.split(item.title.strip(), maxsplit=1)[0].strip()
+            elif item.file_name and item.file_name not in self.shared_files:
+                title = item.file_name.replace("\\", "/").rsplit("/", 1)[-1]
+            else:
+                continue
+            titled[title] = titled.get(title, 0.0) + max(float(score), 0.0)
+        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][: p.description_titles]
+        return [t if len(t) <= p.max_title_chars else t[: p.max_title_chars - 1].rstrip() + "…" for t in top]
+
+
+def _and(parts: Sequence[str]) -> str:
+    """``a, b and c``."""
+    parts = list(parts)
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _words_of(name: str) -> set[str]:
+    from .terms import phrases
+
+    return {t.key for phrase in phrases(name) for t in phrase if t.key}
+
+
+def _content_words(display: str) -> int:
+    from .terms import phrases
+
+    return sum(1 for phrase in phrases(display) for t in phrase if t.key)
+
+
+def _clean(name: str, limit: int) -> str:
+    name = re.sub(r"\s+", " ", _SLASH.sub(" ", name)).strip()
+    return name[:limit].rstrip() or FALLBACK_NAME
+
+
+def _set_paths(node: Node) -> None:
+    for child in node.children:
+        child.path = f"{node.path}/{child.name}" if node.path else child.name
+        _set_paths(child)
+
+
+def name_nodes(root: Node, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
+               params: TreeParams = DEFAULT_PARAMS) -> None:
+    """Name and describe every node under ``root`` (its structure fixed) and set the paths."""
+    Namer(index, items, x, doc_of, params).name(root)
