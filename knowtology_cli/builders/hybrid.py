@@ -76,6 +76,9 @@ class NamingParams:
         material_change: a node is re-described after an incremental build when this share of its
             members (at least one chunk) arrived or left — a fifth of a node changes what it is about
             often enough to be worth one line of output, less rarely does.
+        routing_slack: an LLM label may send up to this share more of its node's passages to a sibling
+            than the offline label does (a name people read easily is worth a little); beyond it the
+            label no longer says where the passages live, and is refused.
     """
 
     samples_per_node: int = 4
@@ -84,6 +87,7 @@ class NamingParams:
     output_tokens_per_node: int = 60
     context_margin: float = 0.1
     material_change: float = 0.2
+    routing_slack: float = 0.1
 
 
 @dataclass
@@ -182,9 +186,8 @@ class NodeNamer:
         check: validates the names (``NameCheck`` of the collection, knowing the naming prompt).
         texts: ``chunk_id -> (text, title, doc_id)`` of the members.
         vectors: ``chunk_id -> unit vector`` of the members (to pick representative passages).
-        embed: the collection's embedder (``embed_documents``); when given, a label (``name —
-            description``) must be nearer its own members than a sibling's, unless the offline
-            label is not either — a label that fits a sibling better does not tell them apart.
+        embed: the collection's embedder; when given, a label (``name — description``) must tell its
+            node's passages from its siblings' about as well as the offline label (:meth:`_fit`).
     """
 
     def __init__(self, llm: LLMClient, log: CallLog, check: NameCheck, texts: Mapping[str, tuple[str, str, str]],
@@ -409,37 +412,77 @@ class NodeNamer:
 
     def _fit(self, accepted: dict[str, tuple[str, str, str]], refused: dict[str, tuple[str, str]],
              groups: Sequence[NamingGroup], views: Mapping[str, NodeView]) -> None:
-        """Refuse labels nearer a sibling's passages than their own (when the offline label is not)."""
+        """Keep only labels that tell a node's passages from its siblings' about as well as the offline one.
+
+        The name alone must not sit nearer a sibling's passages (centroid) than its own where the draft
+        name does not. Then the label (``name — description``) is tried with the LLM's description, then
+        with the offline one; it fails when it sits nearer a sibling's passages than its own while the
+        offline label does not, or when, sending the node's passages to the nearest sibling label (the
+        siblings keeping theirs), more than ``params.routing_slack`` fewer land on the node than with
+        the offline label. A name with no fitting label is refused (and asked for again).
+        """
         if self.embed is None:
             return
         for g in groups:
             paths = [n.node_id for n in g.nodes if n.node_id in accepted]
             parent = views[paths[0]].parent if paths else ""
             siblings = views[parent].children if parent else [p for p in views if "/" not in p]
-            centroids, names = [], []
+            paths = [p for p in paths if p in siblings]
+            if len(siblings) < 2 or not paths:
+                continue
+            centroids = []
             for sib in siblings:
                 rows = [self.vectors[c] for c in views[sib].members if c in self.vectors]
-                if rows:
-                    mean = np.mean(rows, axis=0)
-                    centroids.append(mean / (np.linalg.norm(mean) or 1.0))
-                    names.append(sib)
-            if len(names) < 2 or not paths:
-                continue
-            matrix = np.stack(centroids)
-            labels = [f"{accepted[p][0]} — {accepted[p][1] or views[p].description}" for p in paths]
-            drafts = [f"{views[p].name} — {views[p].description}" for p in paths]
-            vecs = np.asarray(self.embed(labels + drafts), dtype=np.float32)
+                mean = np.mean(rows, axis=0) if rows else None
+                centroids.append(mean / (np.linalg.norm(mean) or 1.0) if mean is not None else None)
+            dim = next(c.shape[0] for c in centroids if c is not None)
+            centre = np.stack([c if c is not None else np.zeros(dim, dtype=np.float32) for c in centroids])
+            texts = [f"{views[p].name} — {views[p].description}" for p in siblings]
+            for p in paths:
+                name, desc = accepted[p][0], accepted[p][1]
+                texts += [name, views[p].name, f"{name} — {desc or views[p].description}",
+                          f"{name} — {views[p].description}"]
+            vecs = np.asarray(self.embed(texts), dtype=np.float32)
+            offline, rest = vecs[: len(siblings)], vecs[len(siblings):]
             for k, path in enumerate(paths):
-                if path not in names:
-                    continue
-                best = names[int(np.argmax(matrix @ vecs[k]))]
-                offline_best = names[int(np.argmax(matrix @ vecs[len(paths) + k]))]
-                if best != path and offline_best == path:
+                own = siblings.index(path)
+                name_vec, draft_vec, own_label, offline_desc_label = rest[4 * k: 4 * k + 4]
+                near = int(np.argmax(centre @ name_vec))
+                if near != own and int(np.argmax(centre @ draft_vec)) == own:
+                    reason = f"names the passages of its sibling {views[siblings[near]].name!r} better than its own"
+                else:
+                    options = [(accepted[path][1], own_label)] + ([("", offline_desc_label)] if accepted[path][1] else [])
+                    reason = None
+                    for desc, label in options:
+                        reason = self._misleads(path, label, siblings, views, offline, centre)
+                        if reason is None:
+                            accepted[path] = (accepted[path][0], desc, accepted[path][2])
+                            break
+                if reason:
                     name = accepted.pop(path)[0]
-                    reason = (f"fits the passages of its sibling {views[best].name!r} better than its own; "
-                              "name what sets its passages apart")
                     refused[path] = (name, reason)
                     self.rejected.append((name, reason))
+
+    def _misleads(self, path: str, label: np.ndarray, siblings: list[str], views: Mapping[str, NodeView],
+                  offline: np.ndarray, centre: np.ndarray) -> str | None:
+        """Why ``label`` would send ``path``'s passages to its siblings more than the offline label, or None."""
+        rows = [self.vectors[c] for c in views[path].members if c in self.vectors]
+        if not rows:
+            return None
+        members = np.stack(rows)
+        own = siblings.index(path)
+        nearest = int(np.argmax(centre @ label))
+        if nearest != own and int(np.argmax(centre @ offline[own])) == own:
+            return (f"fits the passages of its sibling {views[siblings[nearest]].name!r} better than its own; "
+                    "name what sets its passages apart")
+        share_offline = float(np.mean(np.argmax(members @ offline.T, axis=1) == own))
+        labels = offline.copy()
+        labels[own] = label
+        share_llm = float(np.mean(np.argmax(members @ labels.T, axis=1) == own))
+        if share_llm < share_offline - self.params.routing_slack:
+            return (f"sends {1 - share_llm:.0%} of its passages to a sibling (its draft {1 - share_offline:.0%}); "
+                    "name and describe what sets them apart")
+        return None
 
     def _problem(self, name: str, view: NodeView, views: Mapping[str, NodeView], final: Mapping[str, Named],
                  used: set[str]) -> str | None:

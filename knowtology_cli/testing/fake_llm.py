@@ -29,8 +29,8 @@ seen, so retries of one request get fresh draws and the outcome doesn't depend o
 ====================  ===================================================================
 
 Naming calls (``json_schema`` / tool named ``name_categories``, from the hybrid builder) are
-answered from the ``<category id=... draft=...>`` blocks: each node gets its draft name and a
-one-line description. ``context_window=N`` makes the server refuse prompts of N tokens or more
+answered from the ``<category id=... draft=...>`` blocks: each node keeps its draft name and is
+described with the most frequent words of its sample passages. ``context_window=N`` makes the server refuse prompts of N tokens or more
 (HTTP 400 like llama.cpp) and, with ``publish_limits=True``, publish N at ``GET /props``
 (llama.cpp) and as ``max_model_len`` in ``GET /v1/models`` (vLLM). ``prefill_tps``/``gen_tps``
 add a local model's time per prompt and reply token, ``serial=True`` answers one request at a
@@ -199,10 +199,29 @@ def parse_categories(user: str) -> list[tuple[str, str]]:
     return [(json.loads(m.group(1)), json.loads(m.group(2))) for m in _CATEGORY.finditer(user)]
 
 
-def naming_brain(categories: list[tuple[str, str]]) -> dict[str, Any]:
-    """Keep each draft name; describe it in one line."""
-    return {"names": [{"id": cid, "name": draft, "description": f"Passages about {draft.lower()}."}
-                      for cid, draft in categories]}
+def sample_lines(user: str) -> dict[str, list[str]]:
+    """The sample passages (``- ...`` lines) shown for each category id of a naming call."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in user.splitlines():
+        m = _CATEGORY.match(line)
+        if m:
+            current = json.loads(m.group(1))
+            out[current] = []
+        elif current is not None and line.startswith("- "):
+            out[current].append(line[2:])
+    return out
+
+
+def naming_brain(categories: list[tuple[str, str]], samples: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Keep each draft name; describe it with the most frequent words of its sample passages."""
+    names = []
+    for cid, draft in categories:
+        words = Counter(_words(" ".join((samples or {}).get(cid, []))))
+        top = ", ".join(w for w, _ in words.most_common(6))
+        names.append({"id": cid, "name": draft,
+                      "description": f"Passages about {draft.lower()}" + (f": {top}." if top else ".")})
+    return {"names": names}
 
 
 def _apply_fault(reply: dict[str, Any], fault: str) -> dict[str, Any]:
@@ -562,7 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
                 return
             if naming:
-                reply = naming_brain(parse_categories(user))
+                reply = naming_brain(parse_categories(user), sample_lines(user))
             elif tree:
                 reply = fake.brain(chunks, parse_tree(user))
             if tree and fault in ("drop_ids", "unknown_ids", "deep_paths", "junk"):
