@@ -9,7 +9,7 @@ export LANCEDB_LOG ?= error
 export LANCE_LOG ?= error
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint bench stress golden tour clean
+.PHONY: install demo test lint bench stress golden tour test-local-llm clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -63,6 +63,10 @@ tour: $(STAMP)
 # rewrite the golden offline trees (tests/golden/*.txt) after reviewing a naming change
 golden: $(STAMP)
 	$(BIN)/python -m benchmarks.golden_trees
+
+# opt-in, not part of `make test`: a real local model (../shared/tools/local-llm) builds and answers
+test-local-llm: $(STAMP)
+	$(BIN)/python -m benchmarks.local_llm $(LOCAL_LLM_ARGS)
 
 clean:
 	rm -rf $(VENV) .knowtology .pytest_cache .cache

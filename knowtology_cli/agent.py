@@ -4,12 +4,18 @@ The model sees the same four tool specs as MCP and LangChain (:data:`knowtology_
 through :meth:`knowtology_cli.llm.base.LLMClient.chat`; each call runs in the shared tool layer
 and its compact text goes back as the tool result. The loop ends at a text answer or after
 ``max_steps`` model turns.
+
+An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
+this run (``km_read_chunks``, a repeat read included); ids it merely saw in search results or the
+map don't count. An uncited answer is asked for once more, saying why (it may read first); if the
+second answer is still uncited, :attr:`AskResult.uncited` is True (``kt ask`` then warns and exits
+with :data:`EXIT_UNCITED`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +39,25 @@ How to work:
 Keep the answer short."""
 
 _CITATION = re.compile(r"\[([^\[\]\s]+)\]")
+#: ``kt ask``'s exit code for an answer that cites no chunk it read (after one re-ask).
+EXIT_UNCITED = 3
+#: Turns allowed after the re-ask (to search and read before answering again).
+REASK_TURNS = 4
+
+
+#: How many of the ids seen in search results a hint lists.
+SEEN_IN_HINT = 8
+
+
+def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = ()) -> str:
+    """What the model is told when its answer cites no chunk it read."""
+    example = f"[{read_ids[0]}]" if read_ids else "[the chunk id]"
+    have = (f"You have read these chunks: {', '.join(read_ids)}." if read_ids else
+            "You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
+            + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
+    return ("Your answer does not cite a chunk you read. " + have + " Answer again from chunks you have read, "
+            f"citing each fact with its chunk id in square brackets, e.g. {example}. If the chunks you read do not "
+            "contain the answer, say so and cite the chunks you read.")
 
 
 @dataclass(frozen=True)
@@ -64,7 +89,10 @@ class AskResult:
     steps: list[AskStep] = field(default_factory=list)
     steps_taken: int = 0
     read_ids: list[str] = field(default_factory=list)
-    cited: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)  # chunk ids cited that were read in this run
+    cited_unread: list[str] = field(default_factory=list)  # cited but never read (they don't count)
+    reasked: bool = False  # the first answer cited no chunk it read, so the model was asked again
+    uncited: bool = False  # the final answer still cites no chunk it read
     stopped: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
@@ -93,27 +121,45 @@ def ask(
     messages: list[ChatMessage] = [ChatMessage.user(question)]
     result = AskResult(question=question)
     seen: dict[str, None] = {}
-    for turn_no in range(1, max_steps + 1):
-        turn = llm.chat(messages, specs, system=system, max_output_tokens=max_output_tokens)
-        result.steps_taken = turn_no
-        result.input_tokens += turn.input_tokens
-        result.output_tokens += turn.output_tokens
-        result.cost_usd += turn.cost_usd
-        result.model = turn.model or result.model
-        messages.append(turn.message)
-        if not turn.tool_calls:
-            result.answer = turn.text.strip()
+    turn_no = 0
+    budget = max_steps
+    while True:
+        answered = False
+        while turn_no < budget:
+            turn_no += 1
+            turn = llm.chat(messages, specs, system=system, max_output_tokens=max_output_tokens)
+            result.steps_taken = turn_no
+            result.input_tokens += turn.input_tokens
+            result.output_tokens += turn.output_tokens
+            result.cost_usd += turn.cost_usd
+            result.model = turn.model or result.model
+            messages.append(turn.message)
+            if not turn.tool_calls:
+                result.answer = turn.text.strip()
+                answered = True
+                break
+            for call in turn.tool_calls:
+                step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
+                messages.append(ChatMessage.tool_result(call.id, step.output))
+                result.steps.append(step)
+                on_step(step)
+        if not answered:
+            result.stopped = True
             break
-        for call in turn.tool_calls:
-            step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
-            messages.append(ChatMessage.tool_result(call.id, step.output))
-            result.steps.append(step)
-            on_step(step)
-    else:
-        result.stopped = True
-    known = set(result.read_ids) | set(seen)
-    result.cited = list(dict.fromkeys(c for c in _CITATION.findall(result.answer) if c in known))
+        cited = _citations(result.answer)
+        result.cited = [c for c in cited if c in result.read_ids]
+        result.cited_unread = [c for c in cited if c not in result.read_ids]
+        if result.cited or result.reasked:
+            break
+        result.reasked = True  # once: say why and let it read before answering again
+        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen))))
+        budget = turn_no + REASK_TURNS
+    result.uncited = not result.stopped and not result.cited
     return result
+
+
+def _citations(answer: str) -> list[str]:
+    return list(dict.fromkeys(_CITATION.findall(answer)))
 
 
 def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], turn_no: int, turn: Any,
@@ -134,6 +180,8 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
             seen.update((lead.chunk_id, None) for lead in out.result.chunks)
     except KnowtologyError as exc:
         text, error, summary = error_text(exc), True, f"error: {exc.message}"
+        if name == "km_read_chunks" and seen:  # small models invent ids: show the real ones to copy
+            text += f" — ids from your searches, to copy exactly: {', '.join(list(seen)[-SEEN_IN_HINT:])}"
     return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text, summary=summary, error=error,
                    input_tokens=turn.input_tokens, output_tokens=turn.output_tokens, cost_usd=turn.cost_usd,
                    result_tokens=count_tokens(text))

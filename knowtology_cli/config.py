@@ -98,7 +98,7 @@ class Settings:
     tree_dsn: str | None = None
     vector_uri: str | None = None
     lock_timeout: float = 60.0
-    concurrency: int = 4
+    concurrency: int | None = None  # LLM calls in flight; None: 1 for a local server, 4 otherwise
     llm_timeout: float | None = None  # seconds per LLM call attempt; None = the client's default
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -144,7 +144,8 @@ def load_settings(
     session_name = validate_name("session", pick(session, "KNOWTOLOGY_SESSION", "session", DEFAULT_SESSION))
     try:
         lock_timeout = float(pick(None, "KNOWTOLOGY_LOCK_TIMEOUT", "lock_timeout", 60.0))
-        concurrency = int(pick(None, "KNOWTOLOGY_CONCURRENCY", "concurrency", 4))
+        concurrency_value = pick(None, "KNOWTOLOGY_CONCURRENCY", "concurrency")
+        concurrency = None if concurrency_value is None else int(concurrency_value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"bad numeric setting: {exc}", hint="check KNOWTOLOGY_* variables") from exc
     llm_timeout_source = "KNOWTOLOGY_LLM_TIMEOUT" if env.get("KNOWTOLOGY_LLM_TIMEOUT") else "llm_timeout in config.toml"

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
+BUILDERS = ("auto", "hybrid", "llm", "cluster")
 UPSERT_BATCH = 512
 
 
@@ -594,29 +595,50 @@ class KnowledgeBase:
         *,
         collection: str | None = None,
         builder: str = "auto",
-        llm: LLMClient | None = None,
+        llm: LLMClient | str | None = None,
         rebuild: bool = False,
         dry_run: bool = False,
         concurrency: int | None = None,
         progress: ProgressFn = _noop_progress,
         message: MessageFn = _noop_message,
         use_cache: bool = True,
+        timeout: float | None = None,
+        context_window: int | None = None,
+        max_output: int | None = None,
     ) -> Any:
         """Build or extend the collection's tree; returns a ``BuildReport``.
 
-        ``use_cache=False`` sends every LLM call to the model, even prompts the call log has answered
-        (new calls are still validated and logged).
+        Args:
+            builder: ``auto``, ``hybrid`` (offline structure, LLM names), ``llm`` (the seed's
+                LLM builder) or ``cluster`` (offline). ``auto`` is ``hybrid`` when a model resolves,
+                else ``cluster`` (see :meth:`resolve_llm`; docs/benchmarks.md has the measurement).
+            llm: a client or a ``PROVIDER:MODEL`` spec; default: the knowledge base's client, else
+                the configured model (``KNOWTOLOGY_LLM`` / ``llm`` in config.toml).
+            concurrency: LLM calls in flight; default ``KNOWTOLOGY_CONCURRENCY`` / config, else 1
+                for a server on this machine (local servers answer one request at a time) and 4
+                for remote providers.
+            use_cache: False sends every LLM call to the model, even prompts the call log has
+                answered (new calls are still validated and logged).
+            timeout / context_window / max_output: per-attempt timeout and model limits for a
+                client made from a spec (``--timeout``, ``--context-window``, ``--max-output``).
         """
         from .builders.runner import run_build
 
         name = self._collection(collection)
         self._require_collection(name)
-        client = llm or self.llm
-        if builder not in ("auto", "llm", "cluster"):
-            raise ConfigError(f"unknown builder {builder!r}", hint="use auto, llm or cluster")
-        if builder == "llm" and client is None:
-            raise ConfigError("the llm builder needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL")
-        chosen = "llm" if builder == "llm" or (builder == "auto" and client is not None) else "cluster"
+        if builder not in BUILDERS:
+            raise ConfigError(f"unknown builder {builder!r}", hint="use " + ", ".join(BUILDERS))
+        client = None if builder == "cluster" else self.resolve_llm(
+            llm, timeout=timeout, context_window=context_window, max_output=max_output,
+            require_key=not dry_run)  # a dry run only plans: no key needed
+        if builder in ("llm", "hybrid") and client is None:
+            raise ConfigError(f"the {builder} builder needs a model",
+                              hint="pass --llm openai:MODEL or anthropic:MODEL (or set KNOWTOLOGY_LLM)")
+        chosen = "cluster" if client is None else ("hybrid" if builder == "auto" else builder)
+        if concurrency is None and self.settings is not None:
+            concurrency = self.settings.concurrency
+        if concurrency is None:
+            concurrency = 1 if client is not None and client.is_local else 4
         with self._with_lock():
             if not dry_run:
                 self._finish_removals()
@@ -627,7 +649,7 @@ class KnowledgeBase:
                 llm=client,
                 rebuild=rebuild,
                 dry_run=dry_run,
-                concurrency=concurrency or (self.settings.concurrency if self.settings else 4),
+                concurrency=concurrency,
                 progress=progress,
                 message=message,
                 use_cache=use_cache,
@@ -635,6 +657,22 @@ class KnowledgeBase:
             if not dry_run:
                 self.tree.set_chunk_count(name, report.mapped + report.unmapped)
         return report
+
+    def resolve_llm(self, llm: LLMClient | str | None = None, **options: Any) -> LLMClient | None:
+        """The model to use: ``llm`` (a client or a spec) > this knowledge base's client > settings.
+
+        Settings are ``KNOWTOLOGY_LLM`` or ``llm`` in config.toml, with keys, base URLs, timeout and
+        profile overrides from the same settings; ``options`` (``timeout``, ``context_window``,
+        ``max_output``) apply to a client made from a spec. None when no model is configured.
+        """
+        if llm is not None and not isinstance(llm, str):
+            return llm
+        if llm is None and self.llm is not None:
+            return self.llm
+        spec = llm or (self.settings.llm if self.settings is not None else None)
+        if not spec:
+            return None
+        return llm_from_settings(spec, self.settings, **{k: v for k, v in options.items() if v is not None})
 
     # explore: browse ----------------------------------------------------------------------
     def browse(self, path: str = ROOT, *, collection: str | None = None, depth: int = 1) -> BrowseResult:
@@ -1073,11 +1111,17 @@ class KnowledgeBase:
         return StatusReport(store=store, collections=rows)
 
 
-def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> LLMClient:
-    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs, timeout and profile overrides from settings."""
-    from .llm import get_llm, parse_spec
+def llm_from_settings(spec: str, settings: Settings | None, *, context_window: int | None = None,
+                      max_output: int | None = None, **options: Any) -> LLMClient:
+    """The LLM client for ``PROVIDER:MODEL`` with keys, base URLs, timeout and profile overrides from settings.
 
-    provider, _ = parse_spec(spec)
+    ``context_window`` / ``max_output`` (the ``--context-window`` / ``--max-output`` flags) override
+    the profile and pin the limits: the server is then not asked for its own.
+    """
+    from .llm import get_llm, parse_spec
+    from .llm.profiles import matching_override
+
+    provider, model = parse_spec(spec)
     key = url = None
     if settings is not None:
         key = settings.openai_api_key if provider == "openai" else settings.anthropic_api_key
@@ -1085,7 +1129,19 @@ def llm_from_settings(spec: str, settings: Settings | None, **options: Any) -> L
     overrides = settings.profiles if settings is not None else None
     if settings is not None and settings.llm_timeout is not None and options.get("timeout") is None:
         options["timeout"] = settings.llm_timeout
-    return get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
+    client = get_llm(spec, api_key=key, base_url=url, profile_overrides=overrides or None, **options)
+    configured = matching_override(model, overrides or {})
+    if configured is not None and {"context_window", "max_output_tokens"} & set(configured[1]):
+        client.limits_source = client.output_source = f'config.toml [profiles."{configured[0]}"]'
+        client.limits_pinned = True
+    if context_window is not None or max_output is not None:
+        client.profile = client.profile.with_overrides(context_window=context_window, max_output_tokens=max_output)
+        if context_window is not None:
+            client.limits_source = "--context-window"
+        if max_output is not None:
+            client.output_source = "--max-output"
+        client.limits_pinned = True
+    return client
 
 
 def fuse(dense: Sequence[ScoredId], sparse: Sequence[ScoredId], weight: float = 0.5) -> list[ScoredId]:

@@ -235,6 +235,11 @@ class BuildReport(Record):
     model: str | None = None
     seconds: float = 0.0
     notes: list[str] = Field(default_factory=list)
+    #: where category names came from: ``llm`` (first answer), ``llm_reasked`` (after a re-ask),
+    #: ``offline`` (the offline builder's name, after the LLM's was refused twice or its call failed)
+    name_origins: dict[str, int] = Field(default_factory=dict)
+    rejected_names: int = 0  # proposed names refused by validation (chunk ids, file paths, markup, …)
+    estimated_calls: int = 0  # calls whose usage the server did not report (counted with the tokenizer)
 
 
 class CollectionStatus(Record):

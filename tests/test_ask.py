@@ -108,3 +108,57 @@ def test_library_loop_with_scripted_llm(agent_store_copy) -> None:
                                        "km_read_chunks", "km_read_chunks"]
     assert result.cited == ["ret-1", "ret-2"] and result.steps_taken == 5
     assert result.input_tokens > 0 and not result.stopped
+
+
+def test_an_uncited_answer_is_asked_again_and_a_cited_one_exits_0(agent_store_copy) -> None:
+    script = [
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Refunds: 7 days."},  # no citation
+        {"text": "Refunds can be asked for within 7 days [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["reasked"] and not result["uncited"] and result["cited"] == ["ret-1"]
+    reask = bodies[2]["messages"][-1]["content"]
+    assert reask.startswith("Your answer does not cite a chunk you read") and "ret-1" in reask
+
+
+def test_an_answer_citing_only_chunks_it_did_not_read_exits_3_with_a_warning(agent_store_copy) -> None:
+    script = [
+        {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "refund window days", "top_k": 3}}]},
+        {"text": "Refunds within 7 days [ret-1]."},  # seen in search, never read
+        {"text": "Refunds within 7 days [ret-1]."},  # the same again after the re-ask
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        human = _ask(agent_store_copy, "openai", server)
+    assert human.returncode == 3, human.stderr
+    assert "Refunds within 7 days [ret-1]." in human.stdout  # the answer is still shown
+    assert "Warning: the answer cites no chunk the agent read" in human.stderr and "ret-1" in human.stderr
+    assert "Traceback" not in human.stderr
+    with fake_llm.FakeLLMServer(chat_script=[dict(t) for t in script]) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+    result = json.loads(proc.stdout)  # still exactly one JSON document
+    assert proc.returncode == 3 and result["uncited"] and result["reasked"]
+    assert result["cited"] == [] and result["cited_unread"] == ["ret-1"] and result["read_ids"] == []
+
+
+def test_invented_ids_get_the_real_ones_to_copy(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[
+        {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "refund window days", "top_k": 3}}]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["2"]}}]},  # a rank, not an id
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days [ret-1]."},
+    ])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="ids-hint")
+    result = ask("refund window?", tools, llm)
+    tools.close()
+    assert result.steps[1].error and "ids from your searches, to copy exactly: " in result.steps[1].output
+    assert "ret-1" in result.steps[1].output.split("to copy exactly: ")[1]
+    assert result.cited == ["ret-1"] and not result.reasked

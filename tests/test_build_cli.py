@@ -45,7 +45,7 @@ def point_at(monkeypatch: pytest.MonkeyPatch, srv: FakeLLMServer) -> None:
 def test_build_maps_every_sample_chunk(cli, store, monkeypatch, spec):
     with FakeLLMServer() as srv:
         point_at(monkeypatch, srv)
-        result = cli("build", "--llm", spec, "--store", store, "--json")
+        result = cli("build", "--builder", "llm", "--llm", spec, "--store", store, "--json")
         calls = srv.tree_calls()
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -63,7 +63,7 @@ def test_build_maps_every_sample_chunk(cli, store, monkeypatch, spec):
 def test_human_output_ends_with_calls_tokens_and_cost(cli, store, monkeypatch):
     with FakeLLMServer() as srv:
         point_at(monkeypatch, srv)
-        result = cli("build", "--llm", "openai:gpt-4o-mini", "--store", store)
+        result = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store)
     assert result.exit_code == 0, result.output
     assert "0 unmapped" in result.stdout
     assert "calls (0 cached)" in result.stdout and "tokens in" in result.stdout and "$" in result.stdout
@@ -72,8 +72,8 @@ def test_human_output_ends_with_calls_tokens_and_cost(cli, store, monkeypatch):
 def test_dry_run_prints_the_plan_and_calls_nothing(cli, store, monkeypatch):
     with FakeLLMServer() as srv:
         point_at(monkeypatch, srv)
-        human = cli("build", "--llm", "openai:gpt-4o-mini", "--store", store, "--dry-run")
-        result = cli("build", "--llm", "anthropic:claude-haiku-4-5", "--store", store, "--dry-run", "--json")
+        human = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store, "--dry-run")
+        result = cli("build", "--builder", "llm", "--llm", "anthropic:claude-haiku-4-5", "--store", store, "--dry-run", "--json")
         assert srv.calls == []
     assert human.exit_code == 0 and "plan with llm" in human.stdout and "seed" in human.stdout
     report = json.loads(result.stdout)
@@ -86,7 +86,7 @@ def test_thirty_percent_faults_still_complete(cli, store, monkeypatch):
     (store / "config.toml").write_text(SMALL_REPLIES, encoding="utf-8")
     with FakeLLMServer(fail_rate=0.3, seed=5, retry_after=0.05) as srv:
         point_at(monkeypatch, srv)
-        result = cli("build", "--llm", "openai:gpt-4o-mini", "--store", store, "--json", "--concurrency", "1")
+        result = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store, "--json", "--concurrency", "1")
         calls = srv.tree_calls(status=None)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -101,7 +101,7 @@ def test_unreachable_provider_ends_with_build_error_and_exit_1(cli, store, monke
     with FakeLLMServer(fail_rate=1.0, fail_kinds=["server_error"], retry_after=0.01) as srv:
         point_at(monkeypatch, srv)
         monkeypatch.setattr("knowtology_cli.llm.base.LLMClient._backoff", lambda self, attempt, retry_after: 0.0)
-        result = cli("build", "--llm", "openai:gpt-4o-mini", "--store", store)
+        result = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store)
     assert result.exit_code == 1
     assert "unmapped" in result.output and "again to resume" in result.output
 
@@ -118,7 +118,7 @@ def test_killed_build_resumes_without_repeating_finished_batches(cli, store, mon
         env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWTOLOGY_")}
         env.update(OPENAI_BASE_URL=srv.openai_base_url, OPENAI_API_KEY=SENTINEL, LANCEDB_LOG="error",
                    LANCE_LOG="error")
-        proc = subprocess.Popen([KT, "build", "--llm", "openai:gpt-4o-mini", "--store", str(store),
+        proc = subprocess.Popen([KT, "build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", str(store),
                                  "--concurrency", "1"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
@@ -136,7 +136,7 @@ def test_killed_build_resumes_without_repeating_finished_batches(cli, store, mon
         assert len(ok_at_kill) >= 3 and mapped_at_kill
 
         point_at(monkeypatch, srv)
-        result = cli("build", "--llm", "openai:gpt-4o-mini", "--store", store, "--json")
+        result = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store, "--json")
         second_run = srv.calls[len(first_run):]
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

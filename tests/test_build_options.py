@@ -53,7 +53,7 @@ def logged_calls(store: Path) -> list[dict]:
 
 
 def build(cli, store: Path, *args: str):
-    result = cli("build", "--llm", SPEC, "--store", store, "--concurrency", "1", *args)
+    result = cli("build", "--builder", "llm", "--llm", SPEC, "--store", store, "--concurrency", "1", *args)
     assert SENTINEL not in result.output and SENTINEL[3:] not in result.output
     return result
 

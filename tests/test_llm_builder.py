@@ -15,7 +15,14 @@ from knowtology_cli.llm import LLMTruncatedError, get_llm
 from knowtology_cli.llm.base import ProviderFailure
 from knowtology_cli.llm.profiles import get_profile
 from knowtology_cli.llm.scripted import ScriptedLLM
-from knowtology_cli.testing.fake_llm import FakeLLMServer, keyword_brain, parse_chunks, parse_tree
+from knowtology_cli.testing.fake_llm import (
+    FakeLLMServer,
+    keyword_brain,
+    naming_brain,
+    parse_categories,
+    parse_chunks,
+    parse_tree,
+)
 
 TOPICS = {
     "refund": "refund returns credit perishables receipt damaged packaging customer",
@@ -57,6 +64,8 @@ def ingest(kb, tmp_path: Path, rows: list[dict], **kwargs) -> None:
 
 
 def brain(system: str, user: str) -> dict:
+    if "<category id=" in user:  # a re-description call after an incremental build
+        return naming_brain(parse_categories(user))
     return keyword_brain(parse_chunks(user), parse_tree(user))
 
 
@@ -85,7 +94,8 @@ def assert_tree_sound(kb, collection: str = "default") -> None:
 
 
 def sent_ids(llm: ScriptedLLM) -> list[list[str]]:
-    return [[c for c, _ in parse_chunks(call.user)] for call in llm.calls]
+    """Chunk ids of each tree-building call (re-description calls carry no chunks)."""
+    return [[c for c, _ in parse_chunks(call.user)] for call in llm.calls if call.schema_name == "record_tree"]
 
 
 # ------------------------------------------------------------------------------ plan
@@ -455,3 +465,21 @@ def test_bench_plan_table_compares_every_profile_with_the_seed():
             assert r["within_seed"]
     assert stride_sample(list(range(10)), 3) == [1, 5, 8]
     assert "seed calls" in build_markdown({"dataset": "x", "plan": rows})
+
+
+def test_an_incremental_build_redescribes_the_nodes_it_changed_materially(tmp_path):
+    rows = corpus(4)
+    kb = make_kb(tmp_path, rows)
+    build(kb, scripted())
+    before = {n.path: n.description for n in kb.tree.nodes("default")}
+    ingest(kb, tmp_path, [{**r, "chunk_id": f"more-{i}", "chunk_index": 200 + i} for i, r in enumerate(rows[:4])])
+    llm = scripted()
+    report = build(kb, llm)
+    naming = [c for c in llm.calls if c.schema_name == "name_categories"]
+    assert naming and any(n.startswith("re-described ") for n in report.notes)
+    drafts = {d for c in naming for _, d in parse_categories(c.user)}
+    assert drafts <= {p.rsplit("/", 1)[-1] for p in before}  # only nodes that existed before
+    logged = kb.tree.calls("default")
+    assert {"extend", "name"} <= {r["kind"] for r in logged}
+    assert report.input_tokens == sum(r["input_tokens"] for r in logged if r["build_id"] == logged[-1]["build_id"])
+    assert_tree_sound(kb)

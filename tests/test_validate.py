@@ -205,3 +205,80 @@ def test_clean_snippet():
     assert clean_snippet(None) is None
     assert clean_snippet("  a\n\nb  ") == "a b"
     assert clean_snippet("x" * 500).endswith("…") and len(clean_snippet("x" * 500)) == 160
+
+
+# ----------------------------------------------------------------------------- names (NameCheck)
+from knowtology_cli.builders.prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, system_prompt  # noqa: E402
+from knowtology_cli.builders.validate import NameCheck  # noqa: E402
+
+CHECK = NameCheck(
+    chunk_ids=["docs/eng/log-retention.md#0", "ticket-1075", "42"],
+    files=["docs/eng/log-retention.md", "docs/hr/code-of-conduct.md", "tickets.jsonl"],
+    examples=[EXAMPLE_PATH], placeholders=TREE_PLACEHOLDERS, instructions=system_prompt(False),
+    titles={"docs/hr/code-of-conduct.md": "Code of Conduct"},
+    doc_of={"c1": "docs/hr/code-of-conduct.md", "c2": "docs/eng/log-retention.md"},
+    extensions=[".md", ".rst"], markers=["Subcategories:"])
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("ticket-1075", "is a chunk id"),
+    ("log-retention.md#0", "contains '#'"),
+    ("minute | 40 | | Customer app", "contains '|'"),
+    ("<b>Refunds</b>", "markup"),
+    ("**Refunds**", "markup"),
+    ("`pantryctl`", "markup"),
+    ("See https://example.com/x", "is a URL"),
+    ("12", "no letters"),
+    ("---", "no letters"),
+    ("log-retention.md", "file or document name"),
+    ("log-retention", "file or document name"),
+    ("notes.rst", "file or document name"),
+    ("one line", "placeholder"),
+    ("assignments", "placeholder"),
+    ("A category path joins 1 to 3 names", "copies the instructions"),
+    ("Payments Subcategories: Cards", "layout of the prompt"),
+    ("Refunds for perishable items that arrived warm or damaged in transit", "sentence"),
+])
+def test_names_that_are_not_category_names_are_refused_with_the_reason(name, why):
+    assert why in (CHECK.segment_problem(name) or ""), (name, CHECK.segment_problem(name))
+
+
+@pytest.mark.parametrize("name", ["Refunds & Returns", "Q3 Planning", "Node.js Services", "Log Retention",
+                                  "On-call Rotation", "Payments (Cards)", "Über Deliveries", "FAQ"])
+def test_ordinary_names_pass(name):
+    assert CHECK.segment_problem(name) is None
+
+
+def test_path_level_rules():
+    assert CHECK.path_problem("docs/eng/log-retention.md#0", ["docs", "eng", "log-retention.md#0"])[1] == "is a chunk id"
+    assert CHECK.path_problem("other/eng/log-retention.md", ["other", "eng", "log-retention.md"])[1] == "is a file path"
+    assert "example path" in CHECK.path_problem(EXAMPLE_PATH, EXAMPLE_PATH.split("/"))[1]
+    assert "example path" in CHECK.path_problem("Returns/Refunds", ["Returns", "Refunds"])[1]
+    assert CHECK.path_problem("Perishables/Perishables", ["Perishables", "Perishables"]) == (1, "repeats its parent's name")
+    assert CHECK.path_problem("Returns/Store Credit", ["Returns", "Store Credit"]) is None
+
+
+def test_a_document_title_on_other_documents_chunks_is_refused():
+    assert "title of a document" in CHECK.title_problem("Code of Conduct", ["c2"])
+    assert CHECK.title_problem("Code of Conduct", ["c1", "c2"]) is None  # it holds some of that document
+    assert CHECK.title_problem("Conduct", ["c2"]) is None
+
+
+def test_descriptions_that_say_nothing_are_dropped():
+    assert CHECK.description_problem("One line") and CHECK.description_problem("...")
+    assert CHECK.description_problem("Rules for ticket-1075 and others")
+    assert CHECK.description_problem("Names are short topic labels a reader would browse by")
+    assert CHECK.description_problem("Payments. Subcategories: Cards; Wallets")
+    assert CHECK.description_problem("How long logs are kept and who may read them.") is None
+
+
+def test_parse_reply_keeps_refused_chunks_out_of_the_tree():
+    data = reply(("c1", "docs/eng/log-retention.md#0", "s"), ("c2", "Log Retention", "s"),
+                 ("c3", "Returns/Refunds/Perishables", "s"), categories=[("Log Retention", "one line")])
+    r = parse_reply(data, ["c1", "c2", "c3"], names=CHECK)
+    assert paths(r) == {"c2": "Log Retention"} and [c.path for c in r.categories] == ["Log Retention"]
+    assert {x.chunk_id for x in r.rejected} == {"c1", "c3"} and not r.missing_ids
+    assert r.categories[0].description == "" and r.dropped_descriptions
+    existing = parse_reply(reply(("c3", "Returns/Refunds/Perishables", "s")), ["c3"],
+                           existing_paths=["Returns/Refunds/Perishables"], names=CHECK)
+    assert paths(existing) == {"c3": "Returns/Refunds/Perishables"}  # an existing node may be reused

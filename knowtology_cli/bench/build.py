@@ -11,6 +11,12 @@ Three parts:
   ``--concurrency`` value, with the call log's cache off so every run pays for every call.
 * **full build** (``--full-build``) — the whole collection built through both providers' SDKs
   against the fake server: every chunk must end up mapped.
+* **builders** (``--compare PATH``) — the offline, hybrid and seed LLM builders on the same
+  documents: calls, tokens in/out, wall time, names by origin, and the name routing accuracy of each
+  tree (:func:`routing_accuracy`). Against the fake server with a local model's cost model
+  (``--prefill-tps``/``--gen-tps``, one request at a time), or against a real server with
+  ``--real`` (``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` and ``--llm``). Token figures come from
+  the call log.
 """
 
 from __future__ import annotations
@@ -93,9 +99,11 @@ def _why(p: ModelProfile, d: dict) -> str:
 class StandaloneFakeServer:
     """``python -m knowtology_cli.testing.fake_llm`` in a subprocess (its first stdout line is the URL)."""
 
-    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0, *, prefill_tps: float = 0.0,
+                 gen_tps: float = 0.0, serial: bool = False) -> None:
         self.args = [sys.executable, "-m", "knowtology_cli.testing.fake_llm", "--port", "0",
-                     "--latency", str(latency), "--fail-rate", str(fail_rate), "--seed", "0"]
+                     "--latency", str(latency), "--fail-rate", str(fail_rate), "--seed", "0",
+                     "--prefill-tps", str(prefill_tps), "--gen-tps", str(gen_tps), *(["--serial"] if serial else [])]
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
@@ -186,6 +194,112 @@ def full_builds(rows: Sequence[dict], *, specs: Sequence[str], concurrency: int 
                         "seconds": round(time.perf_counter() - started, 1)})
         kb.close()
     return out
+
+
+# ------------------------------------------------------------------------------ builders compared
+#: The fake server's cost model: a 0.5B model on an idle 2-core machine answers at about this many
+#: prompt and reply tokens per second (../shared/tools/local-llm/README.md: 50-160 and 5-35).
+LOCAL_PREFILL_TPS = 100.0
+LOCAL_GEN_TPS = 20.0
+
+
+def routing_accuracy(kb: Any, collection: str) -> list[dict[str, Any]]:
+    """Name routing accuracy per level beside the majority-sibling baseline (``kt bench tree``'s measure).
+
+    Each node's ``name — description`` is embedded with the collection's embedder and every chunk is
+    sent to the nearest sibling at each level; see :func:`knowtology_cli.bench.tree.name_routing`.
+    """
+    import numpy as np
+
+    from knowtology_cli.bench.tree import name_routing
+
+    embedder = kb.embedder_for(collection)
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+    vectors: dict[str, np.ndarray] = {}
+    for chunks, matrix in kb.vectors.iter_rows(collection, with_vectors=True):
+        assert matrix is not None
+        unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        vectors.update((c.chunk_id, v) for c, v in zip(chunks, unit))
+    rows = name_routing(kb.tree.nodes(collection), leaf_of, vectors,
+                        lambda texts: np.stack([embedder.embed_query(t) for t in texts]))
+    return [{"level": r["level"], "chunks": r["chunks"], "routing_accuracy": r["routing"],
+             "majority_baseline": r["majority"]} for r in rows]
+
+
+def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.5b-instruct", real: bool = False,
+                     builders: Sequence[str] = ("cluster", "hybrid", "llm"), embedder: str = "local",
+                     prefill_tps: float = LOCAL_PREFILL_TPS, gen_tps: float = LOCAL_GEN_TPS,
+                     timeout: float | None = None, message: MessageFn = lambda _m: None) -> list[dict[str, Any]]:
+    """Build ``source`` (anything ``kt ingest`` reads) with each builder and measure it (see the module)."""
+    import shutil
+
+    from knowtology_cli.builders.calls import log_totals
+    from knowtology_cli.kb import KnowledgeBase
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kt-bench-builders-") as tmp:
+        base = Path(tmp) / "base"
+        kb = KnowledgeBase.open(base)
+        message(f"ingesting {source} ({embedder} embedder)…")
+        kb.ingest([str(source)], embedder=embedder)
+        kb.close()
+        fake = None if real else StandaloneFakeServer(prefill_tps=prefill_tps, gen_tps=gen_tps, serial=True)
+        saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL",
+                                                 "ANTHROPIC_API_KEY")}
+        try:
+            if fake is not None:
+                fake.__enter__()
+                os.environ.update(OPENAI_BASE_URL=fake.url + "/v1", OPENAI_API_KEY=FAKE_KEY,
+                                  ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY=FAKE_KEY)
+            for builder in builders:
+                store = Path(tmp) / builder
+                shutil.copytree(base, store)
+                kb = KnowledgeBase.open(store)
+                message(f"{builder}: building…")
+                started = time.perf_counter()
+                report = kb.build(builder=builder, llm=None if builder == "cluster" else spec, timeout=timeout,
+                                  message=lambda m, b=builder: message(f"  {b}: {m}"))
+                seconds = time.perf_counter() - started
+                spent = log_totals(kb.tree, "default")
+                routing = {r["level"]: r for r in routing_accuracy(kb, "default")}
+                rows.append({
+                    "builder": builder, "model": report.model or "—", "calls": spent.calls,
+                    "input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens,
+                    "estimated_calls": spent.estimated, "seconds": round(seconds, 1), "nodes": report.nodes,
+                    "unmapped": report.unmapped, "names_llm": report.name_origins.get("llm", 0)
+                    + report.name_origins.get("llm_reasked", 0),
+                    "names_reasked": report.name_origins.get("llm_reasked", 0),
+                    "names_offline": report.name_origins.get("offline", 0), "rejected": report.rejected_names,
+                    **{f"routing_l{lv}": routing[lv]["routing_accuracy"] if lv in routing else None for lv in (1, 2)},
+                    **{f"majority_l{lv}": routing[lv]["majority_baseline"] if lv in routing else None for lv in (1, 2)},
+                })
+                message(f"{builder}: {rows[-1]}")
+                kb.close()
+        finally:
+            if fake is not None:
+                fake.__exit__(None, None, None)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return rows
+
+
+def builders_markdown(result: dict[str, Any]) -> str:
+    """The builder comparison table."""
+    from knowtology_cli.bench.report import table
+
+    where = ("the real server at OPENAI_BASE_URL" if result.get("real") else
+             f"the fake server's cost model ({result['prefill_tps']:g} prompt / {result['gen_tps']:g} reply "
+             "tokens per second, one request at a time)")
+    return (f"## Builders on {result['source']} with {result['spec']} — {where}\n\n"
+            + table(result["builders"], ["builder", "calls", "input_tokens", "output_tokens", "seconds", "nodes",
+                                         "unmapped", "names_llm", "names_reasked", "names_offline", "rejected",
+                                         "routing_l1", "majority_l1", "routing_l2", "majority_l2"],
+                    ["builder", "calls", "tokens in", "tokens out", "wall s", "nodes", "unmapped", "LLM names",
+                     "of them re-asked", "offline names", "names refused", "routing L1", "majority L1",
+                     "routing L2", "majority L2"]))
 
 
 # ------------------------------------------------------------------------------ entry points

@@ -192,7 +192,9 @@ class _Packer:
                     f"chunk {cost.chunk_id!r} does not fit one call: prompt + tree + chunk need "
                     f"{self.fixed_in + cost.input_tokens} input tokens, the model allows "
                     f"{self.ctx_usable} (context minus margins and reply)",
-                    hint="use a model with a larger context, a smaller per-chunk cap, or a profile override",
+                    hint="the model's context is too small for one chunk: if it is larger, say so with "
+                         "--context-window N (or context_window in [profiles.\"MODEL\"] of config.toml); else "
+                         "use a model with a larger context",
                 )
             current.append(cost)
             in_sum += cost.input_tokens

@@ -60,22 +60,23 @@ its own transaction right after the call, so a killed build resumes with only th
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import math
-import re
+import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BuildError, LLMError, LLMOutputError
-from ..llm.base import LLMTimeoutError, LLMTruncatedError
-from ..models import BuildReport
+from ..errors import BuildError, ConfigError, LLMOutputError
+from ..llm.base import LLMTimeoutError
+from ..llm.limits import adopt_context_limit, fit_limits
+from ..models import BuildReport, Category, TreeReply
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
+from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .names import origins_note, tree_name_check
 from .prompts import (
     PROMPT_VERSION,
     REPLY_SCHEMA_NAME,
@@ -84,14 +85,17 @@ from .prompts import (
     build_messages,
     default_tree_tokens,
     prompt_overhead_tokens,
+    render_feedback,
 )
 from .runner import _report, apply_reply, pending_work
 from .snippets import make_snippet
-from .validate import check_reply, parse_reply
+from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
+
+__all__ = ["BuildPlan", "LLMTreeBuilder", "NameMerger", "name_key", "plan_build", "prompt_hash", "run_llm_build"]
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
-    from ..llm.base import LLMClient, LLMResponse
+    from ..llm.base import LLMClient
     from ..llm.profiles import ModelProfile
 
 ProgressFn = Callable[[str, int, int], None]
@@ -210,33 +214,10 @@ def _counter(profile: ModelProfile) -> Callable[[str], int]:
 
 def prompt_hash(spec: str, system: str, user: str) -> str:
     """Cache key of one call: prompt version, provider:model and both messages."""
-    blob = json.dumps([PROMPT_VERSION, spec, REPLY_SCHEMA_NAME, system, user], ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return prompt_digest(PROMPT_VERSION, spec, REPLY_SCHEMA_NAME, system, user)
 
 
 # ----------------------------------------------------------------------- near-duplicate merge
-_CATCH_ALL = frozenset({"other", "others", "misc", "miscellaneous", "various", "uncategorized", "uncategorised",
-                        "unsorted", "topic", "topics", "other topics"})
-_STOP = frozenset({"and", "of", "the", "for", "in", "on", "to", "a", "an", "with"})
-_NONWORD = re.compile(r"[^0-9a-z]+")
-
-
-def _singular(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-def name_key(name: str) -> str:
-    """What two category names must share to count as the same: words, singular, sorted."""
-    words = [w for w in _NONWORD.split(name.casefold().replace("&", " and ")) if w and w not in _STOP]
-    if not words or set(words) <= _CATCH_ALL:
-        return "\x00other"
-    return " ".join(sorted(_singular(w) for w in words))
-
-
 def _one_typo_apart(a: str, b: str) -> bool:
     """Keys that differ in one longish alphabetic word by about one edit ("Databse" vs "Database").
 
@@ -311,6 +292,7 @@ class _Task:
     max_output_tokens: int
     depth: int = 0  # follow-up / split generation
     reason: str = "batch"
+    feedback: tuple[tuple[str, str], ...] = ()  # (name, why refused) of an earlier reply: this is a re-ask
 
 
 @dataclass
@@ -326,6 +308,7 @@ class _Failure:
     chunk_ids: tuple[str, ...]
     error: str
     timeout: float | None = None  # seconds per attempt, when every attempt timed out
+    hint: str | None = None
 
 
 @dataclass
@@ -335,10 +318,19 @@ class _Tally:
     failed: int = 0
     followups: int = 0
     splits: int = 0
+    reasks: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    estimated: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def add(self, outcome: CallOutcome) -> None:
+        self.calls += 1
+        self.input_tokens += outcome.usage.input_tokens
+        self.output_tokens += outcome.usage.output_tokens
+        self.cost_usd += outcome.usage.cost_usd
+        self.estimated += int(outcome.usage.estimated)
 
 
 class LLMTreeBuilder:
@@ -347,13 +339,14 @@ class LLMTreeBuilder:
     Args:
         kb: the knowledge base (tree store, vector store).
         collection: the collection to map.
-        llm: the client; its ``profile`` sizes the batches.
+        llm: the client; its ``profile`` sizes the batches (after the server's limits are asked).
         concurrency: EXTEND calls in flight at once (1 = strictly sequential).
         caps: depth and breadth of the tree.
         limits: batching knobs (``batching.BatchLimits``).
         per_chunk_cap: tokens of text sent per chunk.
         max_followups: rounds of smaller calls for chunks a reply left out or that failed.
-        max_consecutive_failures: calls failing in a row (provider down) before the build stops.
+        max_consecutive_failures: calls failing in a row (provider down) before the build stops; then
+            no queued batch and no retry is sent.
         use_cache: serve identical prompts from the call log.
     """
 
@@ -387,6 +380,9 @@ class LLMTreeBuilder:
         self.message = message or (lambda text: None)
         self.profile = llm.profile
         self.build_id = uuid.uuid4().hex[:12]
+        self.origins: Counter[str] = Counter()
+        self.rejected: list[RejectedName] = []
+        self.stop_note = ""
 
     # ------------------------------------------------------------------------ public
     def run(self, *, rebuild: bool = False, dry_run: bool = False) -> BuildReport:
@@ -405,7 +401,10 @@ class LLMTreeBuilder:
         spec = self.llm.spec
         if not pending and not orphans:
             return self._finish(started, dry_run, [f"tree is up to date; no calls ({spec})"], 0, _Tally())
+        limits_note = fit_limits(self.llm)
+        self.profile = self.llm.profile
         self._load(pending)
+        self.names = tree_name_check(self.kb, self.collection, hashes, self.meta, self.titles, self.caps)
         costs = chunk_costs([(i, self.texts[i]) for i in self.order], self.profile, per_chunk_cap=self.per_chunk_cap)
         self.costs = {c.chunk_id: c for c in costs}
         tree_tokens = None
@@ -422,19 +421,24 @@ class LLMTreeBuilder:
         if dry_run:
             tally = _Tally(calls=build_plan.calls, input_tokens=build_plan.input_tokens,
                            output_tokens=build_plan.output_tokens, cost_usd=build_plan.cost_usd)
-            notes = [plan_note, "dry run: estimated tokens and cost at list price"
+            notes = [plan_note, limits_note, "dry run: estimated tokens and cost at list price"
                      + ("" if build_plan.price_known else f" (no price known for {self.llm.model}: cost shows 0)")
-                     + "; retries and follow-up calls not included; nothing was called"]
+                     + "; retries and follow-up calls not included; nothing was called", self._spent_note()]
             if orphans:
                 notes.append(f"{len(orphans)} deleted chunks would leave the tree")
             return self._finish(started, True, notes, build_plan.calls, tally)
         self.message(plan_note)
+        self.message(limits_note)
+        before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+        existing = set(self.paths)
         if orphans:
             self.kb.tree.apply(self.collection, [], [], remove=orphans)
             if not rebuild:  # a rebuild starts from no tree whatever the old one holds
                 self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
-        notes = [plan_note, *tally.notes]
+        if before and self.done:  # an incremental build: nodes that changed materially get new names
+            tally.notes.extend(self._redescribe(before, existing))
+        notes = [plan_note, limits_note, *tally.notes]
         if orphans:
             notes.append(f"removed {len(orphans)} deleted chunks from the tree")
         if self.done or orphans:  # a build that changed nothing (every call failed) leaves the store as it was
@@ -445,14 +449,36 @@ class LLMTreeBuilder:
             raise BuildError(
                 f"rebuild failed: no reply could be applied, so the previous tree is kept "
                 f"({tally.failed} batch(es) failed; last error: "
-                f"{(self.failures[-1].error if self.failures else 'none')[:300]}). This run: {tally.calls} calls, "
-                f"{tally.input_tokens:,} tokens in, {tally.output_tokens:,} out, ${tally.cost_usd:.4f}",
-                hint=self._timeout_hint("run `kt build --rebuild` again")
+                f"{(self.failures[-1].error if self.failures else 'none')[:300]}). This run: {report.llm_calls} "
+                f"calls, {report.input_tokens:,} tokens in, {report.output_tokens:,} out, ${report.cost_usd:.4f}",
+                hint=self._failure_hint("run `kt build --rebuild` again")
                 or "check the provider and run `kt build --rebuild` again",
             )
         if still:
             raise self._incomplete(still, report, tally)
         return report
+
+    def _redescribe(self, before: dict[str, str], existing: set[str]) -> list[str]:
+        """The re-description call(s) for nodes whose membership changed materially (``hybrid.NodeNamer``)."""
+        from .hybrid import NamingParams, redescribe_changed
+
+        created = {n.path for n in self.kb.tree.nodes(self.collection)} - existing
+        count, namer = redescribe_changed(self.kb, self.collection, self.llm, self.log, before,
+                                          params=NamingParams(), concurrency=self.concurrency, skip=created,
+                                          message=self.message)
+        if namer is None:
+            return []
+        for origin, n in namer.origins.items():
+            self.origins[f"renamed_{origin}"] += n
+        return [f"re-described {count} existing nodes whose members changed by ≥{NamingParams().material_change:.0%}"
+                f" ({namer.origins['llm'] + namer.origins['llm_reasked']} new names from the LLM, "
+                f"{namer.origins['offline']} kept)"]
+
+    def _spent_note(self) -> str:
+        spent = log_totals(self.kb.tree, self.collection)
+        return (f"call log of {self.collection!r} so far: {spent.calls} calls, {spent.input_tokens:,} tokens in, "
+                f"{spent.output_tokens:,} out, ${spent.cost_usd:.4f}"
+                + (f" ({spent.estimated} with estimated usage)" if spent.estimated else ""))
 
     # ------------------------------------------------------------------------ inputs
     def _load(self, pending: Sequence[str]) -> None:
@@ -463,36 +489,48 @@ class LLMTreeBuilder:
         self.order = [c.chunk_id for c in chunks]
         self.texts: dict[str, str] = {}
         self.titles: dict[str, str] = {}
+        self.meta: dict[str, tuple[str, str]] = {}
         for c in chunks:
             title = c.title.strip()
             self.titles[c.chunk_id] = title
+            self.meta[c.chunk_id] = (c.doc_id, c.file_name)
             head = c.text.lstrip()[: len(title) + 40]
             self.texts[c.chunk_id] = f"{title}\n{c.text}" if title and title not in head else c.text
 
     def _snippet(self, chunk_id: str) -> str:
         return make_snippet(self.texts.get(chunk_id, ""), self.titles.get(chunk_id, ""))
 
-    def _task(self, ids: Sequence[str], depth: int, reason: str) -> list[_Task]:
+    def _task(self, ids: Sequence[str], depth: int, reason: str,
+              feedback: tuple[tuple[str, str], ...] = ()) -> list[_Task]:
         """Tasks for ``ids`` sized by the planner (a subset of a feasible batch is one call)."""
         costs = [self.costs[i] for i in ids]
         p_tokens = prompt_overhead_tokens(_counter(self.profile), self.caps, extend=True)
-        batches = plan(costs, self.profile, prompt_tokens=p_tokens, tree_tokens=self.tree_budget,
-                       per_chunk_cap=self.per_chunk_cap, limits=self.limits)
-        return [_Task(b.chunk_ids, b.max_output_tokens, depth, reason) for b in batches]
+        p_tokens += _counter(self.profile)(render_feedback(feedback)) if feedback else 0
+        try:
+            batches = plan(costs, self.profile, prompt_tokens=p_tokens, tree_tokens=self.tree_budget,
+                           per_chunk_cap=self.per_chunk_cap, limits=self.limits)
+        except ConfigError as exc:  # the context learnt from the server is too small for one chunk
+            self._fail(ids, exc.message, None, hint=exc.hint)
+            return []
+        return [_Task(b.chunk_ids, b.max_output_tokens, depth, reason, feedback) for b in batches]
 
     # ------------------------------------------------------------------------ the call loop
     def _execute(self, build_plan: BuildPlan) -> _Tally:
         tally = _Tally()
+        self.tally = tally
         self.failures: list[_Failure] = []
         self.done = 0
+        self.unsent: list[str] = []
+        self.cancel = threading.Event()
+        self.log = CallLog(self.kb.tree, self.collection, self.build_id, use_cache=self.use_cache)
         total = build_plan.chunks
         queue: deque[_Task] = deque(_Task(b.chunk_ids, b.max_output_tokens) for b in build_plan.batches)
-        in_flight: dict[Future[LLMResponse], _Sent] = {}
-        usage0 = (self.llm.usage.input_tokens, self.llm.usage.output_tokens, self.llm.usage.cost_usd)
+        in_flight: dict[Future[CallOutcome], _Sent] = {}
         consecutive = 0
         stopped: str | None = None
         self.merges = 0
         self.repairs: list[str] = []
+        self.dropped_descriptions = 0
         self.progress("mapping", 0, total)
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kt-llm")
         try:
@@ -500,100 +538,124 @@ class LLMTreeBuilder:
                 # no tree yet: one call at a time until a CREATE reply has been applied
                 while queue and stopped is None and len(in_flight) < (self.concurrency if self.paths else 1):
                     task = queue.popleft()
-                    kind = ("extend" if task.depth == 0 else "followup") if self.paths else "create"
+                    kind = ("reask" if task.feedback else "extend" if task.depth == 0 else "followup") \
+                        if self.paths else "create"
                     system, user = build_messages(
                         [(i, self.texts[i]) for i in task.chunk_ids], self.paths or None, caps=self.caps,
-                        per_chunk_cap=self.per_chunk_cap, tree_max_tokens=self.tree_budget,
+                        per_chunk_cap=self.per_chunk_cap, tree_max_tokens=self.tree_budget, feedback=task.feedback,
                     )
                     h = prompt_hash(self.llm.spec, system, user)
-                    cached = self.kb.tree.cached_response(h) if self.use_cache else None
+                    cached = self.log.cached(h)
                     if cached is not None:
                         tally.cached += 1
-                        queue.extendleft(reversed(self._accept(task, cached["response"], tally)))
+                        queue.extendleft(reversed(self._accept(task, cached, tally)))
                         continue
-                    fut = pool.submit(self._call, system, user, task.max_output_tokens)
+                    fut = pool.submit(run_call, self.llm, kind=kind, prompt_hash=h, system=system, user=user,
+                                      schema=TREE_REPLY_SCHEMA, schema_name=REPLY_SCHEMA_NAME,
+                                      max_output_tokens=task.max_output_tokens, chunk_count=len(task.chunk_ids),
+                                      validate=check_reply, cancel=self.cancel)
                     in_flight[fut] = _Sent(task, kind, h, time.perf_counter())
                 if not in_flight:
                     continue
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for fut in sorted(finished, key=lambda f: in_flight[f].started):
                     sent = in_flight.pop(fut)
-                    more, ok, fatal = self._handle(sent, fut, tally)
+                    more, ok, fatal = self._handle(sent, fut.result(), tally)
                     queue.extendleft(reversed(more))
                     consecutive = 0 if ok else consecutive + (1 if fatal else 0)
                     if consecutive >= self.max_consecutive_failures and stopped is None:
                         stopped = f"stopped after {consecutive} failed calls in a row"
-                        self.message(stopped + "; waiting for calls in flight")
-                    self._say(tally, usage0, total)
+                        self.cancel.set()  # calls in flight send no retry; queued batches are not sent
+                        self.message(stopped + "; no queued batch is sent, calls in flight end without retries")
+                    self._say(tally, total)
         except BaseException:
+            self.cancel.set()
             pool.shutdown(wait=False, cancel_futures=True)  # interrupted: don't wait for calls in flight
             raise
         pool.shutdown(wait=True)
+        self.stop_note = ""
         if stopped:
-            tally.notes.append(stopped + f"; {sum(len(t.chunk_ids) for t in queue)} chunks not sent")
-        tally.input_tokens = self.llm.usage.input_tokens - usage0[0]
-        tally.output_tokens = self.llm.usage.output_tokens - usage0[1]
-        tally.cost_usd = self.llm.usage.cost_usd - usage0[2]
+            not_sent = sum(len(t.chunk_ids) for t in queue) + len(self.unsent)
+            for t in queue:
+                self.unsent.extend(t.chunk_ids)
+            self.stop_note = stopped + f"; {not_sent} chunks not sent"
+            tally.notes.append(self.stop_note)
         if tally.cached:
             tally.notes.append(f"{tally.cached} calls served from the call log (identical prompts)")
         if not self.use_cache:
             tally.notes.append("call log not consulted (no cache): every prompt was sent to the model")
         if tally.followups or tally.splits:
             tally.notes.append(f"repair: {tally.followups} follow-up calls for missing chunks, "
-                               f"{tally.splits} batches split after unusable replies")
+                               f"{tally.splits} batches split after unusable, cut or too long replies")
+        if self.rejected:
+            shown = "; ".join(f"{r.name!r} {r.reason}" for r in self.rejected[:3])
+            tally.notes.append(f"rejected {len(self.rejected)} proposed names ({shown}); {tally.reasks} re-ask calls")
+        note = origins_note(self.origins)
+        if note:
+            tally.notes.append(note)
+        if self.dropped_descriptions:
+            tally.notes.append(f"dropped {self.dropped_descriptions} descriptions that were placeholders or copies "
+                               "of the instructions")
         if self.merges:
             tally.notes.append(f"merged {self.merges} near-duplicate category names into existing ones")
         if self.repairs:
             tally.notes.append(f"validation repaired {len(self.repairs)} items (e.g. {self.repairs[0]})")
+        if tally.estimated:
+            tally.notes.append(f"{tally.estimated} calls reported no usage: their tokens were counted with the "
+                               "tokenizer (estimated)")
         return tally
 
-    def _call(self, system: str, user: str, max_output_tokens: int) -> LLMResponse:
-        return self.llm.complete_json(system, user, TREE_REPLY_SCHEMA, max_output_tokens=max_output_tokens,
-                                      schema_name=REPLY_SCHEMA_NAME, validate=check_reply)
-
-    def _log(self, sent: _Sent, status: str, *, resp: LLMResponse | None = None, error: str | None = None) -> None:
-        self.kb.tree.log_call({
-            "collection": self.collection, "build_id": self.build_id, "kind": sent.kind,
-            "model": (resp.model if resp and resp.model else self.llm.spec), "prompt_hash": sent.prompt_hash,
-            "chunk_count": len(sent.task.chunk_ids),
-            "input_tokens": resp.input_tokens if resp else 0, "output_tokens": resp.output_tokens if resp else 0,
-            "cost_usd": resp.cost_usd if resp else 0.0, "status": status, "error": error,
-            "response": resp.data if resp else None,
-            "seconds": round(time.perf_counter() - sent.started, 3),
-        })
-
-    def _handle(self, sent: _Sent, fut: Future[LLMResponse], tally: _Tally) -> tuple[list[_Task], bool, bool]:
+    def _handle(self, sent: _Sent, outcome: CallOutcome, tally: _Tally) -> tuple[list[_Task], bool, bool]:
         """Log and apply one finished call: (tasks to queue, succeeded?, counts toward a stop?)."""
         task = sent.task
-        tally.calls += 1
-        try:
-            resp = fut.result()
-        except LLMTruncatedError as exc:
-            self._log(sent, "truncated", error=str(exc)[:500])
-            return self._split(task, tally, str(exc)), False, False
-        except LLMOutputError as exc:
-            self._log(sent, "error", error=str(exc)[:500])
-            return self._split(task, tally, str(exc)), False, False
-        except LLMError as exc:
-            self._log(sent, "error", error=str(exc)[:500])
-            self._fail(task.chunk_ids, str(exc), tally,
-                       timeout=exc.timeout if isinstance(exc, LLMTimeoutError) else None)
-            return [], False, True
-        self._log(sent, "ok", resp=resp)  # logged before it is applied: a kill in between is served from the log
-        return self._accept(task, resp.data, tally), True, False
+        if outcome.status == "cancelled" and outcome.usage.attempts == 0:
+            self.unsent.extend(task.chunk_ids)
+            return [], False, False
+        tally.add(outcome)
+        self.log.record(outcome)  # logged before it is applied: a kill in between is served from the log
+        error = str(outcome.error) if outcome.error is not None else ""
+        if outcome.ok:
+            return self._accept(task, outcome.data, tally), True, False
+        if outcome.status == "cancelled":
+            self.unsent.extend(task.chunk_ids)
+            return [], False, False
+        if outcome.status == "truncated":
+            return self._split(task, tally, error, hint=(
+                f"a reply for one chunk did not fit {task.max_output_tokens:,} output tokens: set the model's "
+                "real output limit with --max-output N (or max_output_tokens in [profiles.\"MODEL\"] of "
+                "config.toml)")), False, False
+        if outcome.status == "overflow":
+            limit = getattr(outcome.error, "context_limit", None)
+            if adopt_context_limit(self.llm, limit):
+                self.profile = self.llm.profile
+                self.tree_budget = default_tree_tokens(self.profile.context_window)
+                tally.notes.append(f"the server says the context is {limit:,} tokens: batches re-planned for it")
+                self.message(tally.notes[-1])
+                return self._task(task.chunk_ids, task.depth, "replan", task.feedback), False, False
+            return self._split(task, tally, error, hint=(
+                "one chunk with the prompt does not fit the server's context: set its real size with "
+                "--context-window N (or context_window in [profiles.\"MODEL\"] of config.toml), or use a "
+                "model with a larger context")), False, False
+        if outcome.status == "error" and isinstance(outcome.error, LLMOutputError):
+            return self._split(task, tally, error), False, False
+        self._fail(task.chunk_ids, error, tally,
+                   timeout=outcome.error.timeout if isinstance(outcome.error, LLMTimeoutError) else None,
+                   hint=getattr(outcome.error, "hint", None))
+        return [], False, True
 
-    def _split(self, task: _Task, tally: _Tally, error: str) -> list[_Task]:
+    def _split(self, task: _Task, tally: _Tally, error: str, *, hint: str | None = None) -> list[_Task]:
         if len(task.chunk_ids) == 1 or task.depth >= self.max_followups:
-            self._fail(task.chunk_ids, error, tally)
+            self._fail(task.chunk_ids, error, tally, hint=hint if len(task.chunk_ids) == 1 else None)
             return []
         tally.splits += 1
         half = (len(task.chunk_ids) + 1) // 2
         return [t for part in (task.chunk_ids[:half], task.chunk_ids[half:])
-                for t in self._task(part, task.depth + 1, "split")]
+                for t in self._task(part, task.depth + 1, "split", task.feedback)]
 
-    def _fail(self, ids: Sequence[str], error: str, tally: _Tally, *, timeout: float | None = None) -> None:
-        tally.failed += 1
-        self.failures.append(_Failure(tuple(ids), error, timeout))
+    def _fail(self, ids: Sequence[str], error: str, tally: _Tally | None, *, timeout: float | None = None,
+              hint: str | None = None) -> None:
+        (tally or self.tally).failed += 1
+        self.failures.append(_Failure(tuple(ids), error, timeout, hint))
         self.message(f"batch of {len(ids)} chunks failed: {error[:200]}")
 
     def _accept(self, task: _Task, data: Any, tally: _Tally) -> list[_Task]:
@@ -602,39 +664,87 @@ class LLMTreeBuilder:
         if isinstance(data, dict):
             data = merger.rewrite(data)
         try:
-            valid = parse_reply(data, task.chunk_ids, existing_paths=self.paths, caps=self.caps)
+            valid = parse_reply(data, task.chunk_ids, existing_paths=self.paths, caps=self.caps, names=self.names)
         except LLMOutputError as exc:
             return self._split(task, tally, str(exc))
         self.merges += merger.merged
         self.repairs.extend(valid.notes)
+        self.dropped_descriptions += len(valid.dropped_descriptions)
         if valid.assignments:
             reply = valid.to_tree_reply(self._snippet)
-            apply_reply(self.kb, self.collection, reply, self.hashes, replace=self.replace_next)
-            self.replace_next = False
-            self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
-            self.done += len(valid.assignments)
-            self.progress("mapping", self.done, len(self.order))
+            self._apply(reply)
+            self.origins["llm_reasked" if task.feedback else "llm"] += len(reply.categories)
+        followups: list[_Task] = []
+        if valid.rejected:
+            self.rejected.extend(valid.rejected)
+            if task.feedback:  # refused again after the re-ask: the offline builder names these nodes
+                self._offline_names(valid.rejected)
+            else:
+                tally.reasks += 1
+                feedback = tuple(dict.fromkeys((r.name, r.reason) for r in valid.rejected))
+                followups += self._task([r.chunk_id for r in valid.rejected], task.depth, "reask", feedback)
         if not valid.missing_ids:
-            return []
+            return followups
         if task.depth >= self.max_followups:
             self._fail(valid.missing_ids, f"{len(valid.missing_ids)} chunks still missing from replies after "
                                           f"{task.depth} follow-up calls", tally)
-            return []
+            return followups
         tally.followups += 1
-        return self._task(valid.missing_ids, task.depth + 1, "missing")
+        return followups + self._task(valid.missing_ids, task.depth + 1, "missing", task.feedback)
 
-    def _say(self, tally: _Tally, usage0: tuple[int, int, float], total: int) -> None:
-        u = self.llm.usage
+    def _apply(self, reply: TreeReply) -> None:
+        apply_reply(self.kb, self.collection, reply, self.hashes, replace=self.replace_next)
+        self.replace_next = False
+        self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
+        self.done += len(reply.assignments)
+        self.progress("mapping", self.done, len(self.order))
+
+    def _offline_names(self, rejected: Sequence[RejectedName]) -> None:
+        """Place chunks whose proposed names were refused twice under nodes named by the offline builder.
+
+        Each group of chunks that shared a refused path becomes one node under the valid part of that
+        path, named (and described) by ``cluster.name_tree`` from its members, as a full offline build
+        would name it.
+        """
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for r in rejected:
+            prefix = tuple(r.path.split("/")[: min(r.index, self.caps.max_depth - 1)])
+            groups.setdefault(prefix, []).append(r.chunk_id)
+        names = offline_group_names(self.kb, self.collection, list(groups.values()),
+                                    {i: (self.texts[i], self.titles[i], *self.meta[i]) for i in self.texts})
+        categories, assignments = [], []
+        for (prefix, ids), (name, description) in zip(groups.items(), names):
+            if self.names.segment_problem(name) is not None:
+                name, description = OTHER, ""
+            path = "/".join((*prefix, name))
+            categories.append(Category(path=path, description=description))
+            assignments.extend({"chunk_id": i, "path": path, "snippet": ""} for i in ids)
+        data = {"categories": [c.model_dump() for c in categories], "assignments": assignments}
+        valid = parse_reply(data, [i for ids in groups.values() for i in ids], existing_paths=self.paths,
+                            caps=self.caps)
+        if valid.assignments:
+            reply = valid.to_tree_reply(self._snippet)
+            self._apply(reply)
+            self.origins["offline"] += len(reply.categories)
+
+    def _say(self, tally: _Tally, total: int) -> None:
         self.message(f"{self.done}/{total} chunks mapped · {tally.calls} calls ({tally.cached} cached) · "
-                     f"{u.input_tokens - usage0[0]:,} tokens in / {u.output_tokens - usage0[1]:,} out · "
-                     f"${u.cost_usd - usage0[2]:.4f}")
+                     f"{tally.input_tokens:,} tokens in / {tally.output_tokens:,} out · ${tally.cost_usd:.4f}"
+                     + (" (some estimated)" if tally.estimated else ""))
 
     # ------------------------------------------------------------------------ results
     def _finish(self, started: float, dry_run: bool, notes: list[str], batches: int, tally: _Tally) -> BuildReport:
+        if dry_run:
+            calls, tin, tout, cost, estimated = tally.calls, tally.input_tokens, tally.output_tokens, tally.cost_usd, 0
+        else:  # what the call log holds for this build: the one record of spend
+            spent = log_totals(self.kb.tree, self.collection, self.build_id)
+            calls, tin, tout, cost, estimated = (spent.calls, spent.input_tokens, spent.output_tokens, spent.cost_usd,
+                                                 spent.estimated)
         return _report(
             self.kb, self.collection, "llm", started, dry_run=dry_run, notes=notes, batches=batches,
-            llm_calls=tally.calls, cached_calls=tally.cached, input_tokens=tally.input_tokens,
-            output_tokens=tally.output_tokens, cost_usd=round(tally.cost_usd, 6), model=self.llm.spec,
+            llm_calls=calls, cached_calls=tally.cached, input_tokens=tin, output_tokens=tout,
+            cost_usd=round(cost, 6), model=self.llm.spec, name_origins=dict(self.origins),
+            rejected_names=len(self.rejected), estimated_calls=estimated,
         )
 
     def _incomplete(self, still: list[str], report: BuildReport, tally: _Tally) -> BuildError:
@@ -642,23 +752,49 @@ class LLMTreeBuilder:
         why = self.failures[-1].error if self.failures else "no reply assigned them"
         return BuildError(
             f"build incomplete: {len(still)} of {report.mapped + report.unmapped} chunks are unmapped "
-            f"({tally.failed} batch(es) failed; last error: {why[:300]}). Unmapped: {shown}. "
-            f"This run: {tally.calls} calls ({tally.cached} cached), {tally.input_tokens:,} tokens in, "
-            f"{tally.output_tokens:,} out, ${tally.cost_usd:.4f}",
-            hint=self._timeout_hint("run `kt build` again to resume (the chunks mapped so far are kept)")
+            f"({tally.failed} batch(es) failed; last error: {why[:300]}). "
+            + (f"{self.stop_note[0].upper()}{self.stop_note[1:]}. " if self.stop_note else "")
+            + f"Unmapped: {shown}. "
+            f"This run: {report.llm_calls} calls ({tally.cached} cached), {report.input_tokens:,} tokens in, "
+            f"{report.output_tokens:,} out, ${report.cost_usd:.4f}",
+            hint=self._failure_hint("run `kt build` again to resume (the chunks mapped so far are kept)")
             or ("run the same `kt build` again to resume: the chunks mapped so far are kept and paid calls are "
                 "served from the call log, so only the unmapped chunks are sent" if self.use_cache else
                 "run `kt build` again to resume: the chunks mapped so far are kept, so only the unmapped chunks "
                 "are sent (without --no-cache, calls already paid for are served from the call log)"),
         )
 
-    def _timeout_hint(self, then: str) -> str | None:
-        """What to do when the failed calls ran out of time: raise the per-attempt timeout."""
+    def _failure_hint(self, then: str) -> str | None:
+        """What to do about the failures: raise the timeout, or set the limits the server really has."""
         timeouts = [f.timeout for f in self.failures if f.timeout is not None]
-        if not timeouts:
-            return None
-        return (f"{len(timeouts)} call(s) timed out after {max(timeouts):g} s per attempt: raise the timeout "
-                f"(--timeout SECONDS or KNOWTOLOGY_LLM_TIMEOUT), then {then}")
+        if timeouts:
+            return (f"{len(timeouts)} call(s) timed out after {max(timeouts):g} s per attempt: raise the timeout "
+                    f"(--timeout SECONDS or KNOWTOLOGY_LLM_TIMEOUT), then {then}")
+        hints = [f.hint for f in self.failures if f.hint and ("--context-window" in f.hint or "--max-output" in f.hint)]
+        return f"{hints[-1]}; then {then}" if hints else None
+
+
+def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Sequence[str]],
+                        info: dict[str, tuple[str, str, str, str]]) -> list[tuple[str, str]]:
+    """Offline ``(name, description)`` of each group of chunk ids, named as siblings by ``cluster.name_tree``.
+
+    ``info`` maps a chunk id to ``(text, title, doc_id, file_name)``.
+    """
+    import numpy as np
+
+    from .cluster import ClusterItem, name_tree
+
+    ids = [i for group in groups for i in group]
+    vectors = kb.vectors.vectors(collection, ids)
+    rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]
+    matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms > 0, norms, 1.0)
+    items = [ClusterItem(chunk_id=i, text=info[i][0], title=info[i][1], doc_id=info[i][2], file_name=info[i][3])
+             for i in ids]
+    keys = [f"group{k}" for k, group in enumerate(groups) for _ in group]
+    named = name_tree(items, matrix, keys)
+    return [named.get(f"group{k}", (OTHER, "")) for k in range(len(groups))]
 
 
 def run_llm_build(

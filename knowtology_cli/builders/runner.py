@@ -159,6 +159,12 @@ def run_build(
     ``use_cache=False`` makes the LLM builder call the model even for prompts the call log has answered.
     """
     started = time.perf_counter()
+    if builder == "hybrid":
+        from .hybrid import run_hybrid_build
+
+        assert llm is not None
+        return run_hybrid_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                                progress=progress, message=message, use_cache=use_cache)
     if builder == "llm":
         from .llm_builder import run_llm_build
 

@@ -25,6 +25,12 @@ returns what the tree store can apply plus what must be retried. The rules, in o
    description for that path when given; categories no chunk uses are not created.
 9. Snippets are collapsed to one line and cut to 160 characters; empty ones come back as None for
    the builder to fill from the chunk text. Descriptions are cut to 200 characters.
+10. Names (with a :class:`NameCheck`): a new path segment that is not a category name — a chunk id,
+    a file path or file name, text with ``#``, ``|``, markup or a URL, digits or punctuation only,
+    the prompt's example values or placeholders, a sentence rather than a label, or its parent's
+    name again — is rejected with the reason; its chunks are listed in ``rejected`` (never mapped)
+    for the builder to re-ask. Descriptions that are placeholders or copy the instructions are
+    dropped.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
@@ -80,6 +87,18 @@ class ValidAssignment(BaseModel):
     snippet: str | None = None
 
 
+class RejectedName(BaseModel):
+    """A proposed path refused by :class:`NameCheck`: the chunk, the path, the bad name and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunk_id: str
+    path: str
+    name: str
+    reason: str
+    index: int = 0  # which segment of ``path`` (its valid prefix is ``path.split("/")[:index]``)
+
+
 class ValidatedReply(BaseModel):
     """What one reply contributes, and what must be retried.
 
@@ -91,6 +110,9 @@ class ValidatedReply(BaseModel):
         duplicate_ids: ids assigned more than once (first valid assignment kept).
         invalid_items: items dropped for not matching the schema or having an empty path.
         notes: what was repaired, one line each (deep paths cut, moves to General/Other, ...).
+        rejected: assignments whose path holds a name :class:`NameCheck` refused (not applied;
+            the builder re-asks for these chunks with the reasons).
+        dropped_descriptions: descriptions refused by :class:`NameCheck` (path, reason).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -102,6 +124,8 @@ class ValidatedReply(BaseModel):
     duplicate_ids: list[str] = Field(default_factory=list)
     invalid_items: int = 0
     notes: list[str] = Field(default_factory=list)
+    rejected: list[RejectedName] = Field(default_factory=list)
+    dropped_descriptions: list[tuple[str, str]] = Field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -142,6 +166,16 @@ def clean_snippet(value: str | None) -> str | None:
     return _cut(text, MAX_SNIPPET) if text else None
 
 
+def clean_name(value: str) -> str:
+    """A proposed name as one line without outer quotes, cut to the segment limit."""
+    return _cut(_clean_line(value).strip("\"'“”‘’` "), MAX_SEGMENT)
+
+
+def clean_description(value: str) -> str:
+    """A proposed description as one line, cut to the description limit."""
+    return _cut(_clean_line(value), MAX_DESCRIPTION)
+
+
 def normalize_path(path: str, max_depth: int = 3) -> tuple[str | None, bool]:
     """``(normalised path or None, was it cut to max_depth?)`` — see rule 2 of the module."""
     if "/" not in path and " > " in path:
@@ -165,6 +199,239 @@ def _depth(path: str) -> int:
 
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+# ------------------------------------------------------------------------------------ names
+_STOP = frozenset({"and", "of", "the", "for", "in", "on", "to", "a", "an", "with"})
+_CATCH_ALL = frozenset({"other", "others", "misc", "miscellaneous", "various", "uncategorized", "uncategorised",
+                        "unsorted", "topic", "topics", "other topics"})
+_NONWORD = re.compile(r"[^0-9a-z]+")
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def name_key(name: str) -> str:
+    """What two category names must share to count as the same: words, singular, sorted."""
+    words = [w for w in _NONWORD.split(name.casefold().replace("&", " and ")) if w and w not in _STOP]
+    if not words or set(words) <= _CATCH_ALL:
+        return "\x00other"
+    return " ".join(sorted(_singular(w) for w in words))
+
+
+@dataclass(frozen=True)
+class NameRules:
+    """Limits of a category name and of a description; each value says why.
+
+    Attributes:
+        max_words: a label people browse by is a few words (the prompts ask for 1-4); past this many
+            it is a sentence, a heading copied whole or a table row.
+        copied_run: this many consecutive words shared with the instructions means a name or a
+            description repeats the prompt instead of describing the node (shorter runs are common
+            phrases).
+        copied_passage_run: a description repeating this many consecutive words of a passage it was
+            shown quotes that passage instead of describing the node (descriptions may reuse the
+            passages' terms, so the run is longer than for the instructions).
+    """
+
+    max_words: int = 8
+    copied_run: int = 6
+    copied_passage_run: int = 8
+
+
+_URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.[a-z0-9-]|mailto:)")
+# HTML/XML tags, Markdown emphasis, code, links and headings, JSON braces, and the heading-trail
+# separator kt writes into chunk titles (chunking.TITLE_SEPARATOR): none belongs in a label
+_MARKUP = re.compile(r"<[^<>]*>|[`{}\[\]›»]|\*\*|__|^\s*[#>*+-]\s|\]\(")
+_WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_EXTENSION = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,6})$")
+
+
+def _tails(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[i:]) for i in range(len(parts) - 1)]
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORDS.findall(text)]
+
+
+class NameCheck:
+    """Decides whether a proposed category name is a name at all (rule 10 of the module).
+
+    Built once per build from what the collection holds (chunk ids, file names, document ids) and
+    what the prompts show (example paths, placeholder values, the instructions themselves), so it
+    carries no word of any corpus. :meth:`segment_problem`, :meth:`path_problem` and
+    :meth:`description_problem` return the reason something is rejected, or None.
+
+    Args:
+        chunk_ids: every chunk id the model may have seen (a name equal to one is a chunk id).
+        files: file names / paths and document ids of the collection.
+        examples: example category paths the prompts show.
+        placeholders: placeholder values of the prompts and the reply schema's field names.
+        instructions: the prompt text (names and descriptions must not copy runs of it).
+        titles: document id → document title; a new node named exactly like a document none of
+            its chunks come from is a title copied onto unrelated chunks.
+        doc_of: chunk id → document id (for ``titles``).
+        extensions: file extensions that make a one-word name a file name (the formats kt reads),
+            besides those of the collection's own files.
+        markers: the prompt's own layout labels (e.g. ``Subcategories:``); a name or description
+            holding one copies the prompt.
+        rules: the limits.
+    """
+
+    def __init__(
+        self,
+        *,
+        chunk_ids: Iterable[str] = (),
+        files: Iterable[str] = (),
+        examples: Iterable[str] = (),
+        placeholders: Iterable[str] = (),
+        instructions: str = "",
+        titles: dict[str, str] | None = None,
+        doc_of: dict[str, str] | None = None,
+        extensions: Iterable[str] = (),
+        markers: Iterable[str] = (),
+        rules: NameRules = NameRules(),
+    ) -> None:
+        self.rules = rules
+        self.markers = tuple(m for m in markers if m)
+        self.title_docs: dict[str, set[str]] = {}
+        for doc, title in (titles or {}).items():
+            if title and title.strip():
+                self.title_docs.setdefault(title.strip().casefold(), set()).add(doc)
+        self.doc_of = dict(doc_of or {})
+        self.chunk_ids = {c.strip() for c in chunk_ids if c and c.strip()}
+        self.paths: set[str] = set()  # file paths (with and without extension), as written
+        self.slugs: set[str] = set()  # path components and stems that are identifiers, as written
+        self.extensions: set[str] = {e.lstrip(".").casefold() for e in extensions}
+        for raw in files:
+            path = str(raw or "").strip().strip("/")
+            if not path:
+                continue
+            ext = _EXTENSION.search(path)
+            if ext:
+                self.extensions.add(ext.group(1).casefold())
+            stem = path[: ext.start()] if ext else path
+            if "/" in path or ext:
+                self.paths.update({path, stem})
+            for part in path.split("/"):
+                part_ext = _EXTENSION.search(part)
+                for piece in {part, part[: part_ext.start()] if part_ext else part}:
+                    if piece and (re.search(r"[-_.]", piece) or any(ch.isdigit() for ch in piece)):
+                        self.slugs.add(piece)
+        # every tail of two or more components: a model drops or rewrites the leading folders
+        self.id_suffixes = {t for c in self.chunk_ids if "/" in c for t in _tails(c)}
+        self.path_suffixes = {t for p in self.paths if "/" in p for t in _tails(p)}
+        self.examples = [tuple(s.casefold() for s in e.split("/") if s) for e in examples]
+        self.placeholders = {p.strip().casefold() for p in placeholders if p.strip()}
+        words = _words(instructions)
+        n = max(2, rules.copied_run)
+        self.instruction_runs = {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+    def _copies_instructions(self, text: str) -> bool:
+        words = _words(text)
+        n = max(2, self.rules.copied_run)
+        return any(tuple(words[i:i + n]) in self.instruction_runs for i in range(len(words) - n + 1))
+
+    def copies_passage(self, text: str, passages: Iterable[str]) -> bool:
+        """True when ``text`` repeats a run of ``rules.copied_passage_run`` words of one of ``passages``."""
+        words = _words(text)
+        n = max(2, self.rules.copied_passage_run)
+        runs = {tuple(w[i:i + n]) for p in passages for w in [_words(p)] for i in range(len(w) - n + 1)}
+        return any(tuple(words[i:i + n]) in runs for i in range(len(words) - n + 1))
+
+    def _file_like(self, text: str) -> bool:
+        if text in self.slugs or text in self.paths:
+            return True
+        ext = _EXTENSION.search(text)
+        return bool(ext and " " not in text and ext.group(1).casefold() in self.extensions)
+
+    def segment_problem(self, segment: str) -> str | None:
+        """Why ``segment`` (one name) is not a category name, or None when it is one."""
+        seg = segment.strip()
+        if not any(ch.isalpha() for ch in seg):
+            return "has no letters (only digits or punctuation)"
+        if seg in self.chunk_ids or seg.lstrip("/") in self.chunk_ids:
+            return "is a chunk id"
+        if "#" in seg:
+            return "contains '#' (a chunk id or a heading marker)"
+        if "|" in seg:
+            return "contains '|' (a table row)"
+        if _URL.search(seg):
+            return "is a URL"
+        if _MARKUP.search(seg):
+            return "contains markup"
+        if self._file_like(seg):
+            return "is a file or document name"
+        if seg.casefold() in self.placeholders:
+            return "is a placeholder from the instructions"
+        if any(m.casefold() in seg.casefold() for m in self.markers):
+            return "copies the layout of the prompt"
+        if len(_words(seg)) > self.rules.max_words:
+            return f"is a sentence, not a short label (more than {self.rules.max_words} words)"
+        if self._copies_instructions(seg):
+            return "copies the instructions"
+        return None
+
+    def path_problem(self, raw: str, segments: Sequence[str]) -> tuple[int, str] | None:
+        """``(index of the first bad segment, reason)`` for a proposed path, or None.
+
+        ``raw`` is the path as the model wrote it (a chunk id or file path spans several segments).
+        """
+        parts = [p.strip() for p in raw.split("/") if p.strip()]
+        for i in range(len(parts)):
+            for j in range(i + 2, len(parts) + 1):
+                span = "/".join(parts[i:j])
+                if span in self.id_suffixes:
+                    return 0, "is a chunk id"
+                if span in self.path_suffixes:
+                    return 0, "is a file path"
+        folded = tuple(s.casefold() for s in segments)
+        for example in self.examples:
+            span = min(len(example), len(folded))
+            if span >= 2 and folded[:span] == example[:span] or (len(example) == 1 and folded[:1] == example):
+                return 0, "repeats the example path of the instructions"
+        for i, seg in enumerate(segments):
+            reason = self.segment_problem(seg)
+            if reason:
+                return i, reason
+            if i and name_key(seg) == name_key(segments[i - 1]):
+                return i, "repeats its parent's name"
+        return None
+
+    def title_problem(self, name: str, chunk_ids: Iterable[str]) -> str | None:
+        """Why a node called ``name`` holding ``chunk_ids`` wears another document's title, or None."""
+        docs = self.title_docs.get(name.strip().casefold())
+        if not docs:
+            return None
+        if any(self.doc_of.get(c) in docs for c in chunk_ids):
+            return None
+        return "is the title of a document none of its chunks come from"
+
+    def description_problem(self, description: str) -> str | None:
+        """Why ``description`` says nothing about the node, or None when it may stay."""
+        text = description.strip()
+        if not text:
+            return None
+        if not any(ch.isalpha() for ch in text):
+            return "has no letters"
+        if text.strip(" .").casefold() in self.placeholders:
+            return "is a placeholder from the instructions"
+        if "|" in text:
+            return "contains '|' (a table row)"
+        if any(len(c) > 2 and c in text for c in self.chunk_ids):
+            return "contains a chunk id"
+        if any(m.casefold() in text.casefold() for m in self.markers):
+            return "copies the layout of the prompt"
+        if self._copies_instructions(text):
+            return "copies the instructions"
+        return None
 
 
 class _Tree:
@@ -236,6 +503,19 @@ class _Tree:
     def is_internal(self, path: str) -> bool:
         return bool(self.children.get(path))
 
+    def creates(self, segments: Sequence[str]) -> bool:
+        """Would :meth:`resolve` create a node for ``segments`` (rather than reuse existing ones)?"""
+        parent = ""
+        for seg in segments[: self.caps.max_depth]:
+            if parent in self.existing_leaves:
+                return False
+            candidate = f"{parent}/{seg}" if parent else seg
+            hit = self.index.get(candidate.casefold())
+            if hit is None:
+                return True
+            parent = hit
+        return False
+
 
 def parse_reply(
     data: Any,
@@ -243,6 +523,7 @@ def parse_reply(
     *,
     existing_paths: Iterable[Any] = (),
     caps: TreeCaps = TreeCaps(),
+    names: NameCheck | None = None,
 ) -> ValidatedReply:
     """Validate and repair one reply (see the module docstring for the rules).
 
@@ -252,6 +533,7 @@ def parse_reply(
         existing_paths: paths of the current tree (strings or nodes with ``.path``), any subset
             that includes the leaves.
         caps: depth and breadth limits.
+        names: when given, new names and descriptions are checked (rule 10).
 
     Raises:
         LLMOutputError: ``data`` is not an object with an ``assignments`` list.
@@ -274,6 +556,8 @@ def parse_reply(
     stripped = {i.strip(): i for i in expected}
 
     descriptions: dict[str, str] = {}
+    dropped: list[tuple[str, str]] = []
+    rejected: list[RejectedName] = []
     for item in raw.categories:
         try:
             cat = _RawCategory.model_validate(item)
@@ -285,10 +569,14 @@ def parse_reply(
             continue
         tree.prefer_spelling(path)
         desc = _cut(_clean_line(cat.description or ""), MAX_DESCRIPTION)
+        bad = names.description_problem(desc) if names is not None and desc else None
+        if bad:
+            dropped.append((path, f"description {desc[:60]!r} {bad}"))
+            continue
         if desc:
             descriptions.setdefault(path.casefold(), desc)
 
-    accepted: dict[str, tuple[str, str | None]] = {}
+    accepted: dict[str, tuple[str, str | None] | None] = {}  # None: its path was rejected
     unknown: list[str] = []
     duplicates: list[str] = []
     for item in raw.assignments:
@@ -313,13 +601,37 @@ def parse_reply(
             invalid += 1
             notes.append(f"chunk {chunk_id!r}: empty path {a.path!r}; left for retry")
             continue
+        segments = path.split("/")
+        if names is not None and tree.creates(segments):
+            problem = names.path_problem(a.path, segments)
+            if problem is not None:
+                index, reason = problem
+                rejected.append(RejectedName(chunk_id=chunk_id, path=path, name=segments[index], reason=reason,
+                                             index=index))
+                accepted[chunk_id] = None
+                continue
         if cut:
             notes.append(f"chunk {chunk_id!r}: path {a.path!r} cut to {caps.max_depth} levels: {path!r}")
-        accepted[chunk_id] = (tree.resolve(path.split("/"), notes), clean_snippet(a.snippet))
+        accepted[chunk_id] = (tree.resolve(segments, notes), clean_snippet(a.snippet))
+
+    if names is not None and names.title_docs:  # a new node named after a document none of its chunks is from
+        for node in tree.new:
+            under = [c for c, placed in accepted.items()
+                     if placed is not None and (placed[0] == node or placed[0].startswith(node + "/"))]
+            name = node.rsplit("/", 1)[-1]
+            reason = names.title_problem(name, under) if under else None
+            if reason:
+                for c in under:
+                    rejected.append(RejectedName(chunk_id=c, path=node, name=name, reason=reason,
+                                                 index=node.count("/")))
+                    accepted[c] = None
 
     # rule 7: every chunk at a leaf (decided once all paths of this reply exist)
     assignments = []
-    for chunk_id, (path, snippet) in accepted.items():
+    for chunk_id, placed in accepted.items():
+        if placed is None:
+            continue
+        path, snippet = placed
         final = path
         while tree.is_internal(final):
             deeper = tree.resolve([*final.split("/"), GENERAL], notes)
@@ -340,6 +652,9 @@ def parse_reply(
     if unknown:
         notes.append(f"ignored {len(unknown)} unknown chunk id(s)")
     missing = [i for i in expected if i not in accepted]
+    if rejected:
+        shown = "; ".join(f"{r.name!r} {r.reason}" for r in rejected[:3])
+        notes.append(f"rejected {len(rejected)} assignment(s) to names that are not category names ({shown})")
     return ValidatedReply(
         categories=categories,
         assignments=assignments,
@@ -348,6 +663,8 @@ def parse_reply(
         duplicate_ids=duplicates,
         invalid_items=invalid,
         notes=notes,
+        rejected=rejected,
+        dropped_descriptions=dropped,
     )
 
 

@@ -111,10 +111,14 @@ def register(app: typer.Typer) -> None:
         collection: CollectionOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Answer QUESTION with an agent that browses, searches and reads, citing the chunk ids it used."""
+        """Answer QUESTION with an agent that browses, searches and reads, citing the chunk ids it read.
+
+        An answer that cites no chunk it read is asked for once more; if it still cites none, kt ask
+        prints it with a warning and exits with code 3.
+        """
         from dataclasses import asdict
 
-        from knowtology_cli.agent import ask
+        from knowtology_cli.agent import EXIT_UNCITED, ask
 
         with handled(as_json):
             tools, _ = open_tools(store, collection, session, top_k=top_k, private_prefix="ask", llm=llm)
@@ -136,8 +140,14 @@ def register(app: typer.Typer) -> None:
             with handled():
                 from knowtology_cli.errors import KnowtologyError
 
-                raise KnowtologyError(f"stopped after {max_steps} steps without a final answer",
+                raise KnowtologyError(f"stopped after {result.steps_taken} steps without a final answer",
                                       hint="raise --max-steps or ask a narrower question")
+        if result.uncited:
+            unread = f" (it cited {', '.join(result.cited_unread)} without reading them)" if result.cited_unread else ""
+            console(stderr=True).print(
+                "Warning: the answer cites no chunk the agent read, even after it was asked again"
+                f"{unread}; treat it as unsupported (exit code {EXIT_UNCITED}).", markup=False, style="yellow")
+            raise typer.Exit(EXIT_UNCITED)
 
 
 class _StepPrinter:

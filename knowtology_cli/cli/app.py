@@ -122,13 +122,15 @@ def ingest(
 
 @app.command()
 def build(
-    builder: Annotated[str, typer.Option(help="auto (LLM if configured, else cluster), llm or cluster.")] = "auto",
+    builder: Annotated[str, typer.Option(help="auto (hybrid if a model is configured, else cluster), hybrid (offline structure, LLM names), llm (LLM places every chunk) or cluster (offline).")] = "auto",
     llm: Annotated[str | None, typer.Option(help="LLM as PROVIDER:MODEL, e.g. openai:gpt-4o-mini (env KNOWTOLOGY_LLM).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (batches, calls, tokens, cost); call nothing.")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the tree over instead of extending it.")] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Parallel LLM calls where batches are independent.")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Parallel LLM calls (default 1 for a server on this machine, else 4; env KNOWTOLOGY_CONCURRENCY).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the model even for prompts the call log has answered (new calls are still logged).")] = False,
-    timeout: Annotated[str | None, typer.Option(metavar="SECONDS", help="Seconds per LLM call attempt before it is retried (env KNOWTOLOGY_LLM_TIMEOUT; default 600).")] = None,
+    timeout: Annotated[str | None, typer.Option(metavar="SECONDS", help="Seconds per LLM call attempt, counted from when it is sent, before it is retried (env KNOWTOLOGY_LLM_TIMEOUT; default 600).")] = None,
+    context_window: Annotated[int | None, typer.Option(min=256, help="The model's context in tokens (default: what the server says, else the profile).")] = None,
+    max_output: Annotated[int | None, typer.Option(min=16, help="The model's largest reply in tokens (default: the profile).")] = None,
     store: StoreOpt = None,
     collection: CollectionOpt = None,
     as_json: JsonOpt = False,
@@ -139,16 +141,10 @@ def build(
 
         seconds = parse_timeout(timeout, "--timeout")
         kb = open_kb(store, collection, llm=llm)
-        client = None
-        spec = llm or (kb.settings.llm if builder != "cluster" else None)
-        if spec and builder != "cluster":
-            from ..kb import llm_from_settings
-
-            # a dry run only plans (model profile, token counts, prices): no key needed
-            client = llm_from_settings(spec, kb.settings, timeout=seconds, require_key=not dry_run)
         with StderrProgress() as bar:
-            report = kb.build(builder=builder, llm=client, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                              use_cache=not no_cache, progress=bar.update, message=bar.message)
+            report = kb.build(builder=builder, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                              use_cache=not no_cache, timeout=seconds, context_window=context_window,
+                              max_output=max_output, progress=bar.update, message=bar.message)
     if as_json:
         return emit_json(report)
     out = console()
@@ -156,9 +152,10 @@ def build(
     out.print(f"{report.collection}: {verb} with {report.builder}"
               + (f" ({report.model})" if report.model else "")
               + f" — {report.nodes} categories, {report.mapped} mapped, {report.unmapped} unmapped")
-    if report.builder == "llm" or report.llm_calls:
+    if report.builder in ("llm", "hybrid") or report.llm_calls:
         out.print(f"LLM: {report.batches} batches, {report.llm_calls} calls ({report.cached_calls} cached), "
-                  f"{report.input_tokens:,} tokens in, {report.output_tokens:,} out, ${report.cost_usd:.4f}")
+                  f"{report.input_tokens:,} tokens in, {report.output_tokens:,} out, ${report.cost_usd:.4f}"
+                  + (f" ({report.estimated_calls} calls estimated)" if report.estimated_calls else ""))
     for note in report.notes:
         out.print(f"  {note}", markup=False)
 

@@ -131,13 +131,36 @@ def build_(
     latency: Annotated[float, typer.Option("--latency", help="Fake server seconds per call.")] = 2.0,
     concurrency: Annotated[str, typer.Option("--concurrency", help="Comma-separated levels ('' skips the runs).")] = "1,2,4,8",
     full_build: Annotated[bool, typer.Option("--full-build", help="Also build the whole collection with both SDKs.")] = False,
+    compare: Annotated[Path | None, typer.Option("--compare", help="Instead: build these documents with each builder and compare calls, tokens, time, names.")] = None,
+    builders: Annotated[str, typer.Option("--builders", help="Builders to compare (with --compare).")] = "cluster,hybrid,llm",
+    llm: Annotated[str, typer.Option("--llm", help="Model for --compare.")] = "openai:qwen2.5-coder-0.5b-instruct",
+    real: Annotated[bool, typer.Option("--real", help="With --compare: call the server at OPENAI_BASE_URL / ANTHROPIC_BASE_URL, not the fake.")] = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per LLM call attempt (with --real).")] = None,
+    embedder: EmbedderOpt = "local",
     out: OutOpt = DEFAULT_OUT,
     as_json: JsonOpt = False,
 ) -> None:
-    """LLM build plan per model profile vs the seed's call count, and wall time vs --concurrency (fake server)."""
-    from knowtology_cli.bench.build import build_markdown, run_build_bench
+    """LLM build plan per model profile vs the seed's call count, and wall time vs --concurrency (fake server).
+
+    With --compare PATH: the offline, hybrid and seed LLM builders on the same documents — calls, tokens,
+    wall time, where names came from, and name routing accuracy.
+    """
+    from knowtology_cli.bench.build import (
+        LOCAL_GEN_TPS,
+        LOCAL_PREFILL_TPS,
+        build_markdown,
+        builders_markdown,
+        compare_builders,
+        run_build_bench,
+    )
 
     with handled(as_json):
+        if compare is not None:
+            rows = compare_builders(compare, spec=llm, real=real, builders=[b for b in builders.split(",") if b],
+                                    embedder=embedder, timeout=timeout, message=_say)
+            result = {"source": str(compare), "spec": llm, "real": real, "prefill_tps": LOCAL_PREFILL_TPS,
+                      "gen_tps": LOCAL_GEN_TPS, "builders": rows}
+            return _finish("builders", result, out, as_json, builders_markdown(result))
         result = run_build_bench(data_dir, sample=sample, latency=latency, full_build=full_build, message=_say,
                                  concurrency=[int(x) for x in concurrency.split(",") if x.strip()])
     _finish("build", result, out, as_json, build_markdown(result))

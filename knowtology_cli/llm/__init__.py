@@ -11,24 +11,29 @@ from typing import Any
 from knowtology_cli.errors import ConfigError
 
 from .base import (
+    CallUsage,
     ChatMessage,
     ChatTurn,
+    LLMCancelledError,
     LLMClient,
+    LLMContextOverflowError,
     LLMResponse,
     LLMTimeoutError,
     LLMTruncatedError,
     ProviderFailure,
+    ServerLimits,
     ToolCall,
     ToolSpec,
+    usage_of,
 )
 from .profiles import DEFAULT_PROFILE, PROFILES, ModelProfile, get_profile
 
 PROVIDERS = ("openai", "anthropic")
 
 __all__ = [
-    "PROVIDERS", "PROFILES", "DEFAULT_PROFILE", "ChatMessage", "ChatTurn", "LLMClient", "LLMResponse",
-    "LLMTimeoutError", "LLMTruncatedError", "ModelProfile", "ProviderFailure", "ToolCall", "ToolSpec", "get_llm",
-    "get_profile", "parse_spec",
+    "PROVIDERS", "PROFILES", "DEFAULT_PROFILE", "CallUsage", "ChatMessage", "ChatTurn", "LLMCancelledError",
+    "LLMClient", "LLMContextOverflowError", "LLMResponse", "LLMTimeoutError", "LLMTruncatedError", "ModelProfile",
+    "ProviderFailure", "ServerLimits", "ToolCall", "ToolSpec", "get_llm", "get_profile", "parse_spec", "usage_of",
 ]
 
 

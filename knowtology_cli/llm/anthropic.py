@@ -8,6 +8,7 @@ retries are off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -101,7 +102,7 @@ class AnthropicClient(LLMClient):
             tool_choice={"type": "tool", "name": schema_name},
             **self._common(max_output_tokens, timeout),
         )
-        in_tok, out_tok = _usage(msg)
+        in_tok, out_tok, estimated = self._usage(msg, system + "\n" + user + json.dumps(schema))
         truncated = msg.stop_reason == "max_tokens"
         texts = []
         for block in msg.content or []:
@@ -110,7 +111,7 @@ class AnthropicClient(LLMClient):
                 reply = ProviderReply(
                     text=None, data=data if isinstance(data, dict) else None, input_tokens=in_tok,
                     output_tokens=out_tok, model=msg.model or self.model,
-                    finish_reason=msg.stop_reason, truncated=truncated,
+                    finish_reason=msg.stop_reason, truncated=truncated, usage_estimated=estimated,
                 )
                 if reply.data is None:
                     raise MalformedReply("tool input is not an object", reply=reply)
@@ -121,6 +122,7 @@ class AnthropicClient(LLMClient):
         return ProviderReply(
             text="".join(texts), input_tokens=in_tok, output_tokens=out_tok,
             model=msg.model or self.model, finish_reason=msg.stop_reason, truncated=truncated,
+            usage_estimated=estimated,
         )
 
     def _request_chat(
@@ -153,7 +155,7 @@ class AnthropicClient(LLMClient):
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
             ]
         msg = self._sdk().messages.create(messages=wire, **kwargs)
-        in_tok, out_tok = _usage(msg)
+        in_tok, out_tok, estimated = self._usage(msg, json.dumps(wire) + json.dumps(kwargs.get("tools") or []))
         texts, calls = [], []
         for block in msg.content or []:
             if block.type == "text":
@@ -164,8 +166,24 @@ class AnthropicClient(LLMClient):
                 calls.append(ToolCall(id=block.id, name=block.name, arguments=block.input))
         return ChatTurn(
             text="".join(texts), tool_calls=calls, stop_reason=msg.stop_reason,
-            input_tokens=in_tok, output_tokens=out_tok, model=msg.model or self.model,
+            input_tokens=in_tok, output_tokens=out_tok, model=msg.model or self.model, usage_estimated=estimated,
         )
+
+    def _usage(self, msg: Any, sent: str) -> tuple[int, int, bool]:
+        """(input tokens, output tokens, estimated?): the reply's ``usage``, else the tokenizer's count."""
+        usage = getattr(msg, "usage", None)
+        inp = int(getattr(usage, "input_tokens", 0) or 0) if usage is not None else 0
+        out = int(getattr(usage, "output_tokens", 0) or 0) if usage is not None else 0
+        estimated = False
+        if inp <= 0:
+            inp, estimated = self.count_tokens(sent), True
+        if out <= 0:
+            answer = "".join(
+                block.text if block.type == "text" else json.dumps(getattr(block, "input", None) or {})
+                for block in (msg.content or []) if block.type in ("text", "tool_use"))
+            if answer:
+                out, estimated = self.count_tokens(answer), True
+        return inp, out, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         import anthropic
@@ -173,9 +191,3 @@ class AnthropicClient(LLMClient):
         return classify_sdk_error(exc, anthropic, provider="anthropic", where=self.base_url or "api.anthropic.com",
                                   env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError)
 
-
-def _usage(msg: Any) -> tuple[int, int]:
-    usage = getattr(msg, "usage", None)
-    if usage is None:
-        return 0, 0
-    return int(usage.input_tokens or 0), int(usage.output_tokens or 0)

@@ -10,7 +10,13 @@ exceptions in :meth:`LLMClient._classify`. The base class turns that into:
 * output retries (reply not JSON, not an object, or rejected by the caller's ``validate``);
 * :class:`~knowtology_cli.errors.LLMError` / :class:`~knowtology_cli.errors.LLMOutputError` with
   messages that never contain the API key or auth headers (:class:`LLMTimeoutError` when every
-  attempt ran out of time, naming the per-attempt timeout).
+  attempt ran out of time, naming the per-attempt timeout; :class:`LLMContextOverflowError` when
+  the server refused the prompt as longer than its context; :class:`LLMCancelledError` when the
+  caller's cancel event was set before an attempt).
+
+Every attempt that got a reply is paid for: its usage (``usage_estimated`` when the server sent
+none and the tokenizer counted) adds up in :attr:`LLMClient.usage`, in the returned
+:class:`LLMResponse`, and in the ``usage`` (:class:`CallUsage`) of any error raised after it.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ class LLMResponse(_Frozen):
     attempts: int = 1
     finish_reason: str | None = None
     truncated: bool = False
+    usage_estimated: bool = False
 
 
 class ToolSpec(_Frozen):
@@ -112,6 +119,7 @@ class ChatTurn(_Frozen):
     output_tokens: int = 0
     model: str = ""
     cost_usd: float = 0.0
+    usage_estimated: bool = False
 
     @property
     def message(self) -> ChatMessage:
@@ -130,6 +138,7 @@ class ProviderReply:
     model: str = ""
     finish_reason: str | None = None
     truncated: bool = False
+    usage_estimated: bool = False
 
 
 class ProviderFailure(Exception):
@@ -148,6 +157,8 @@ class ProviderFailure(Exception):
         auth: bool = False,
         hint: str | None = None,
         timed_out: bool = False,
+        overflow: bool = False,
+        context_limit: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -157,6 +168,8 @@ class ProviderFailure(Exception):
         self.auth = auth
         self.hint = hint
         self.timed_out = timed_out
+        self.overflow = overflow
+        self.context_limit = context_limit
 
 
 class MalformedReply(Exception):
@@ -182,11 +195,52 @@ class LLMTimeoutError(LLMError):
         self.timeout = timeout
 
 
+class LLMContextOverflowError(LLMError):
+    """The server refused the prompt as longer than its context (HTTP 400); send less, don't retry.
+
+    ``context_limit`` is the context size the server stated in its message, when it stated one.
+    """
+
+    def __init__(self, message: str, *, context_limit: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.context_limit = context_limit
+
+
+class LLMCancelledError(LLMError):
+    """The caller's cancel event was set, so the call was not (or no longer) sent."""
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """What one call (all its attempts) cost; errors raised after a paid attempt carry it as ``usage``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    attempts: int = 0
+    estimated: bool = False
+
+
+def usage_of(exc: BaseException) -> CallUsage:
+    """The :class:`CallUsage` an LLM error carries (zero when no attempt reached the model)."""
+    usage = getattr(exc, "usage", None)
+    return usage if isinstance(usage, CallUsage) else CallUsage()
+
+
 @dataclass
 class _Spent:
     input_tokens: int = 0
     output_tokens: int = 0
     attempts: int = 0
+    estimated: bool = False
+
+    def add(self, reply: ProviderReply | None) -> None:
+        if reply is None:
+            return
+        self.input_tokens += reply.input_tokens
+        self.output_tokens += reply.output_tokens
+        self.attempts += 1
+        self.estimated = self.estimated or reply.usage_estimated
 
 
 @dataclass
@@ -225,6 +279,31 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     if when is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Limits a server published for the model: ``source`` says where (e.g. ``llama.cpp /props``)."""
+
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    source: str = ""
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """True for ``http://localhost…``, ``127.x.x.x`` and ``[::1]`` URLs (a server on this machine)."""
+    if not url:
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _loads_object(text: str) -> dict[str, Any]:
@@ -291,6 +370,11 @@ class LLMClient(ABC):
         self._lock = threading.Lock()
         self._secrets: list[str] = []
         self.usage = UsageTotals()
+        #: where the profile's limits come from (``llm.limits.fit_limits`` says it in the build notes)
+        self.limits_source: str | None = None
+        self.output_source: str | None = None
+        #: True when the user set the limits (flags, config.toml): the server is not asked
+        self.limits_pinned = False
 
     # ----------------------------------------------------------------- provider hooks
     @abstractmethod
@@ -327,6 +411,7 @@ class LLMClient(ABC):
         schema_name: str = "record_tree",
         validate: Callable[[dict[str, Any]], Any] | None = None,
         timeout: float | None = None,
+        cancel: threading.Event | None = None,
     ) -> LLMResponse:
         """Ask for one JSON object matching ``schema``; retry until it parses (and validates).
 
@@ -337,25 +422,32 @@ class LLMClient(ABC):
             schema_name: the schema / forced tool name (``record_tree`` for tree building).
             validate: called with the decoded object; raising ``LLMOutputError`` (or
                 ``ValueError``) makes the reply count as malformed and retried.
-            timeout: seconds for each attempt (default: the client's).
+            timeout: seconds for each attempt, counted from when it is sent (default: the client's).
+            cancel: when set, no further attempt is sent (:class:`LLMCancelledError`).
 
         Raises:
-            LLMError: transport failures after the retries, auth and bad-request errors.
+            LLMError: transport failures after the retries, auth and bad-request errors; every
+                error carries the ``usage`` of the attempts that reached the model.
             LLMOutputError: no usable reply after ``max_output_retries`` extra attempts.
             LLMTruncatedError: the reply was cut at ``max_output_tokens`` and did not parse.
+            LLMContextOverflowError: the server said the prompt does not fit its context.
         """
         spent = _Spent()
         per_attempt = timeout or self.timeout
 
-        def attempt() -> LLMResponse:
-            reply = self._request_json(
-                system, user, schema, schema_name=schema_name,
-                max_output_tokens=max_output_tokens, timeout=per_attempt,
-            )
+        def attempt(seconds: float) -> LLMResponse:
+            try:
+                reply = self._request_json(
+                    system, user, schema, schema_name=schema_name,
+                    max_output_tokens=max_output_tokens, timeout=seconds,
+                )
+            except MalformedReply as exc:  # answered, but unusable: still paid for
+                if exc.reply is not None:
+                    self._account(exc.reply.input_tokens, exc.reply.output_tokens)
+                    spent.add(exc.reply)
+                raise
             self._account(reply.input_tokens, reply.output_tokens)
-            spent.input_tokens += reply.input_tokens
-            spent.output_tokens += reply.output_tokens
-            spent.attempts += 1
+            spent.add(reply)
             data = reply.data
             raw = reply.text if reply.text is not None else json.dumps(data)
             try:
@@ -381,9 +473,16 @@ class LLMClient(ABC):
                 attempts=spent.attempts,
                 finish_reason=reply.finish_reason,
                 truncated=reply.truncated,
+                usage_estimated=spent.estimated,
             )
 
-        return self._with_retries("JSON call", attempt, per_attempt)
+        try:
+            return self._with_retries("JSON call", attempt, per_attempt, cancel)
+        except LLMError as exc:
+            exc.usage = CallUsage(spent.input_tokens, spent.output_tokens,  # type: ignore[attr-defined]
+                                  self.profile.cost(spent.input_tokens, spent.output_tokens), spent.attempts,
+                                  spent.estimated)
+            raise
 
     def chat(
         self,
@@ -401,10 +500,10 @@ class LLMClient(ABC):
         """
         per_attempt = timeout or self.timeout
 
-        def attempt() -> ChatTurn:
+        def attempt(seconds: float) -> ChatTurn:
             turn = self._request_chat(
                 system, list(messages), list(tools),
-                max_output_tokens=max_output_tokens, timeout=per_attempt,
+                max_output_tokens=max_output_tokens, timeout=seconds,
             )
             self._account(turn.input_tokens, turn.output_tokens)
             return turn.model_copy(
@@ -413,6 +512,25 @@ class LLMClient(ABC):
             )
 
         return self._with_retries("chat call", attempt, per_attempt)
+
+    @property
+    def is_local(self) -> bool:
+        """True when the client talks to a server on this machine (a loopback base URL)."""
+        return is_loopback_url(getattr(self, "base_url", None))
+
+    def discover_limits(self) -> ServerLimits | None:
+        """What the server says about the model's limits (context window), or None.
+
+        Only servers that publish it are asked (llama.cpp, vLLM, Ollama, LM Studio); providers'
+        official APIs don't, so their clients return None and the profile stands.
+        """
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the profile's tokenizer, scaled to the provider's (an estimate)."""
+        from knowtology_cli.tokens import count_tokens
+
+        return self.profile.provider_tokens(count_tokens(text, self.profile.encoding))
 
     # ----------------------------------------------------------------- machinery
     def _account(self, input_tokens: int, output_tokens: int) -> None:
@@ -436,13 +554,17 @@ class LLMClient(ABC):
                 text = text.replace(secret, "***")
         return _KEYLIKE.sub("***", text)
 
-    def _with_retries(self, what: str, attempt: Callable[[], T], timeout: float | None = None) -> T:
+    def _with_retries(self, what: str, attempt: Callable[[float], T], timeout: float | None = None,
+                      cancel: threading.Event | None = None) -> T:
         timeout = self.timeout if timeout is None else timeout
+        current = timeout  # this attempt's timeout, counted from when it is sent
         transport_failures = 0
         output_failures = 0
         while True:
+            if cancel is not None and cancel.is_set():
+                raise LLMCancelledError(f"{self.spec}: {what} not sent: the build is stopping")
             try:
-                return attempt()
+                return attempt(current)
             except MalformedReply as exc:
                 output_failures += 1
                 with self._lock:
@@ -470,10 +592,15 @@ class LLMClient(ABC):
             transport_failures += 1
             message = f"{self.spec}: {self.redact(failure.message)}"
             if failure.timed_out:
-                message += f" after {timeout:g} s"
+                message += f" after {timeout:g} s" + (
+                    f" (this attempt {current:g} s: a local server's retry waits for the request it is still on)"
+                    if current != timeout else "")
             if failure.auth:
                 # the provider's body can echo the key; nothing of the SDK error is kept
                 raise LLMError(message, hint=failure.hint or self._key_hint()) from None
+            if failure.overflow:
+                raise LLMContextOverflowError(message, context_limit=failure.context_limit,
+                                              hint=failure.hint) from cause
             if not failure.retryable:
                 raise LLMError(message, hint=failure.hint) from cause
             if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
@@ -481,6 +608,10 @@ class LLMClient(ABC):
                     f"{message} (provider asks to wait {failure.retry_after:.0f} s)",
                     hint="the rate limit resets later; run the same command again to resume",
                 ) from cause
+            if failure.timed_out and self.is_local:
+                # a server on this machine answers one request at a time and keeps working on the one we
+                # gave up on: the retry waits behind it, so it gets that much more time
+                current = 2 * current
             if transport_failures > self.max_retries and failure.timed_out:
                 raise LLMTimeoutError(
                     f"{message} (gave up after {transport_failures} attempts)", timeout=timeout,
@@ -494,7 +625,10 @@ class LLMClient(ABC):
                 ) from cause
             delay = self._backoff(transport_failures, failure.retry_after)
             log.warning("%s; retry %d/%d in %.1f s", message[:300], transport_failures, self.max_retries, delay)
-            self._sleep(delay)
+            if cancel is not None and self._sleep is time.sleep:
+                cancel.wait(delay)  # a stopping build does not sit out the backoff
+            else:
+                self._sleep(delay)
 
     def _key_hint(self) -> str:
         if self.key_env:
@@ -505,11 +639,51 @@ class LLMClient(ABC):
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 
 
+_OVERFLOW_CODES = {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
+_OVERFLOW_TEXT = re.compile(
+    r"(?i)context (?:length|size|window)|maximum context|prompt is too long|too many (?:input )?tokens|\bn_ctx\b")
+_CONTEXT_LIMIT = (
+    re.compile(r"(?i)\bn_ctx\b\D{0,3}(\d[\d,]*)"),
+    re.compile(r"(?i)maximum context length is (\d[\d,]*)"),
+    re.compile(r"(?i)context (?:length|size|window) (?:is |of )?(?:only )?(\d[\d,]*) tokens"),
+    re.compile(r"(?i)>\s*(\d[\d,]*) maximum"),
+)
+
+
+def context_overflow(status: int, body: object, message: str | None) -> tuple[bool, int | None]:
+    """(is this HTTP error a context overflow?, the context size the server stated, if any)."""
+    if status not in (400, 413, 422):
+        return False, None
+    err = body.get("error", body) if isinstance(body, Mapping) else None
+    fields = err if isinstance(err, Mapping) else {}
+    codes = {str(fields.get(k)) for k in ("code", "type") if fields.get(k)}
+    text = message or ""
+    if not (codes & _OVERFLOW_CODES or _OVERFLOW_TEXT.search(text)):
+        return False, None
+    limit = fields.get("n_ctx")
+    if not isinstance(limit, int):
+        limit = None
+        for pattern in _CONTEXT_LIMIT:
+            m = pattern.search(text)
+            if m:
+                limit = int(m.group(1).replace(",", ""))
+                break
+    return True, limit
+
+
 def failure_from_status(
-    provider: str, status: int, headers: Mapping[str, str] | None, provider_message: str | None
+    provider: str, status: int, headers: Mapping[str, str] | None, provider_message: str | None,
+    body: object = None,
 ) -> ProviderFailure:
     """Classify an HTTP error reply of any provider (the message is redacted by the caller)."""
     detail = f": {provider_message.strip()[:300]}" if provider_message else ""
+    overflow, limit = context_overflow(status, body, provider_message)
+    if overflow:
+        return ProviderFailure(
+            f"{provider} refused the prompt as longer than the model's context (HTTP {status}){detail}",
+            retryable=False, status=status, overflow=True, context_limit=limit,
+            hint="send fewer chunks per call, or set the model's real context with --context-window N "
+                 "(or context_window in [profiles.\"MODEL\"] of config.toml)")
     if status in (401, 403):
         what = "rejected the API key" if status == 401 else "refused the request (permission denied)"
         return ProviderFailure(f"{provider} {what} (HTTP {status})", retryable=False, status=status, auth=True)
@@ -543,7 +717,8 @@ def classify_sdk_error(
 ) -> ProviderFailure | None:
     """Map an OpenAI or Anthropic SDK exception (their classes share names) to a ``ProviderFailure``."""
     if isinstance(exc, sdk.APIStatusError):
-        return failure_from_status(provider, exc.status_code, exc.response.headers, error_message_from_body(exc.body))
+        return failure_from_status(provider, exc.status_code, exc.response.headers, error_message_from_body(exc.body),
+                                   exc.body)
     if isinstance(exc, sdk.APITimeoutError):
         return ProviderFailure(f"{provider} request timed out", retryable=True, timed_out=True,
                                hint="the server did not answer in time; raise the timeout or retry")

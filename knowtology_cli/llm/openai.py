@@ -23,6 +23,7 @@ from .base import (
     MalformedReply,
     ProviderFailure,
     ProviderReply,
+    ServerLimits,
     ToolCall,
     ToolSpec,
     classify_sdk_error,
@@ -120,21 +121,21 @@ class OpenAIClient(LLMClient):
             },
             **self._common(max_output_tokens, timeout),
         )
-        in_tok, out_tok = _usage(resp, len(system) + len(user))
-        if not resp.choices:
-            raise MalformedReply("reply has no choices", reply=ProviderReply(None, None, in_tok, out_tok))
-        choice = resp.choices[0]
-        content = choice.message.content
+        choice = resp.choices[0] if resp.choices else None
+        content = choice.message.content if choice is not None else None
+        in_tok, out_tok, estimated = self._usage(resp, system + "\n" + user + json.dumps(schema), content)
+        if choice is None:
+            raise MalformedReply("reply has no choices",
+                                 reply=ProviderReply(None, None, in_tok, out_tok, usage_estimated=estimated))
         reply = ProviderReply(
             text=content, input_tokens=in_tok, output_tokens=out_tok, model=resp.model or self.model,
             finish_reason=choice.finish_reason, truncated=choice.finish_reason == "length",
+            usage_estimated=estimated,
         )
         if content is None:
             refusal = getattr(choice.message, "refusal", None)
             raise MalformedReply(f"model refused: {refusal}" if refusal else "reply has no content",
                                  reply=reply)
-        if reply.output_tokens == 0 and content:
-            reply.output_tokens = len(content) // 4
         return reply
 
     def _request_chat(
@@ -165,10 +166,13 @@ class OpenAIClient(LLMClient):
                 for t in tools
             ]
         resp = self._sdk().chat.completions.create(messages=wire, **kwargs)
-        in_tok, out_tok = _usage(resp, sum(len(str(w.get("content") or "")) for w in wire))
         if not resp.choices:
             raise MalformedReply("reply has no choices")
         choice = resp.choices[0]
+        sent = json.dumps(wire) + json.dumps(kwargs.get("tools") or [])
+        answer = (choice.message.content or "") + "".join(
+            (c.function.arguments or "") for c in (choice.message.tool_calls or []) if getattr(c, "function", None))
+        in_tok, out_tok, estimated = self._usage(resp, sent, answer)
         calls = []
         for call in choice.message.tool_calls or []:
             fn = getattr(call, "function", None)
@@ -183,8 +187,29 @@ class OpenAIClient(LLMClient):
             calls.append(ToolCall(id=call.id, name=fn.name, arguments=args))
         return ChatTurn(
             text=choice.message.content or "", tool_calls=calls, stop_reason=choice.finish_reason,
-            input_tokens=in_tok, output_tokens=out_tok, model=resp.model or self.model,
+            input_tokens=in_tok, output_tokens=out_tok, model=resp.model or self.model, usage_estimated=estimated,
         )
+
+    def discover_limits(self) -> ServerLimits | None:
+        """The context window an OpenAI-compatible server publishes (see ``llm.limits``); None for OpenAI's API."""
+        if self._official or self.base_url is None:
+            return None
+        from .limits import discover, http_fetch
+
+        key = None if self._api_key == PLACEHOLDER_KEY else self._api_key
+        return discover(self.base_url, self.model, http_fetch(key))
+
+    def _usage(self, resp: Any, sent: str, answer: str | None) -> tuple[int, int, bool]:
+        """(prompt tokens, completion tokens, estimated?): the server's ``usage``, else the tokenizer's count."""
+        usage = getattr(resp, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
+        completion = int(getattr(usage, "completion_tokens", 0) or 0) if usage is not None else 0
+        estimated = False
+        if prompt <= 0:
+            prompt, estimated = self.count_tokens(sent), True
+        if completion <= 0 and answer:
+            completion, estimated = self.count_tokens(answer), True
+        return prompt, completion, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         import openai
@@ -192,10 +217,3 @@ class OpenAIClient(LLMClient):
         return classify_sdk_error(exc, openai, provider="openai", where=self.base_url or "api.openai.com",
                                   env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError)
 
-
-def _usage(resp: Any, prompt_chars: int) -> tuple[int, int]:
-    """Prompt/completion tokens from ``usage``; estimated from characters when a server omits it."""
-    usage = getattr(resp, "usage", None)
-    if usage is None:
-        return prompt_chars // 4, 0
-    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)

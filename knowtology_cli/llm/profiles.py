@@ -138,3 +138,9 @@ def get_profile(model: str, overrides: Mapping[str, Mapping[str, Any]] | None = 
         if okey is not None:
             profile = profile.with_overrides(**dict(overrides[okey]))
     return profile
+
+
+def matching_override(model: str, overrides: Mapping[str, Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]] | None:
+    """``(key, fields)`` of the ``config.toml`` profile override that applies to ``model``, or None."""
+    key = _match(model, overrides) if overrides else None
+    return (key, overrides[key]) if key is not None else None

@@ -12,7 +12,7 @@ from knowtology_cli.errors import LLMError
 
 from .base import ChatMessage, ChatTurn, LLMClient, ProviderReply, ToolCall, ToolSpec
 
-Reply = dict[str, Any] | str | BaseException
+Reply = dict[str, Any] | str | ProviderReply | BaseException
 Brain = Callable[[str, str], Reply]
 
 
@@ -32,8 +32,8 @@ class ScriptedCall:
 class ScriptedLLM(LLMClient):
     """Replies from a list (in order) or a ``callable(system, user)``; records every call.
 
-    A reply is a dict (the JSON object), a str (raw text: use it to script malformed JSON) or an
-    exception instance to raise — e.g. ``ProviderFailure("429", retryable=True)`` exercises the
+    A reply is a dict (the JSON object), a str (raw text: use it to script malformed JSON), a
+    ``ProviderReply`` (exact usage, ``finish_reason``, truncation) or an exception instance to raise — e.g. ``ProviderFailure("429", retryable=True)`` exercises the
     retry path. ``chat_turns`` scripts :meth:`chat` the same way (``ChatTurn``, a dict of
     ``ChatTurn`` fields, a plain str for a final answer, or a callable(messages) → one of those).
     Retries do not sleep by default.
@@ -74,6 +74,8 @@ class ScriptedLLM(LLMClient):
         reply = self._next(self._replies, system, user)
         if isinstance(reply, BaseException):
             raise reply
+        if isinstance(reply, ProviderReply):  # scripted usage, finish_reason, truncation
+            return reply
         in_tok = (len(system) + len(user)) // 4
         if isinstance(reply, str):
             return ProviderReply(text=reply, input_tokens=in_tok, output_tokens=len(reply) // 4,

@@ -180,6 +180,8 @@ def log_row(entry: dict[str, Any], encode: Any = None) -> dict[str, Any]:
         "response": None if response is None else (encode or json.dumps)(response),
         "seconds": entry.get("seconds"),
         "created_at": time.time(),
+        "attempts": int(entry.get("attempts") or 1),
+        "usage_estimated": int(bool(entry.get("usage_estimated"))),
     }
 
 
@@ -412,6 +414,10 @@ class TreeStore(ABC):
     @abstractmethod
     def call_stats(self, collection: str | None = None) -> dict[str, Any]:
         """Totals over the log."""
+
+    @abstractmethod
+    def calls(self, collection: str | None = None, build_id: str | None = None) -> list[dict[str, Any]]:
+        """Logged calls (without responses), oldest first, optionally of one collection / build."""
 
     def close(self) -> None:
         """Release resources."""

@@ -155,6 +155,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE kt_collections ADD COLUMN removed_since INTEGER NOT NULL DEFAULT 0;
     UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m WHERE m.collection = c.name);
     """,
+    # 6: the LLM log says how many attempts a call took and whether its usage was estimated
+    """
+    ALTER TABLE kt_llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE kt_llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -551,9 +556,7 @@ class PostgresTreeStore(TreeStore):
         row = log_row(entry, Jsonb)
         with self.db.tx() as conn:
             conn.execute(
-                "INSERT INTO kt_llm_calls (collection, build_id, kind, model, prompt_hash, chunk_count, input_tokens,"
-                " output_tokens, cost_usd, status, error, response, seconds, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                f"INSERT INTO kt_llm_calls ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
                 list(row.values()),
             )
 

@@ -125,6 +125,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE collections ADD COLUMN removed_since INTEGER NOT NULL DEFAULT 0;
     UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m WHERE m.collection = collections.name)
     """,
+    # 5: the LLM log says how many attempts a call took and whether its usage was estimated
+    """
+    ALTER TABLE llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 
 

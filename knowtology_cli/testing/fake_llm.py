@@ -22,7 +22,20 @@ seen, so retries of one request get fresh draws and the outcome doesn't depend o
 ``server_error``      HTTP 500
 ``hang``              no answer for ``hang_seconds`` (longer than the client timeout)
 ``auth``              HTTP 401 whose message echoes the key sent (tests check it never leaks)
+``overflow``          HTTP 400 ``context_length_exceeded`` (llama.cpp's wording, stating ``n_ctx``)
+``no_usage``          a normal answer without a ``usage`` block (the client must estimate)
+``junk``              tree replies use chunk ids and file paths as category paths; naming
+                      replies use ids, digits and file names as names
 ====================  ===================================================================
+
+Naming calls (``json_schema`` / tool named ``name_categories``, from the hybrid builder) are
+answered from the ``<category id=... draft=...>`` blocks: each node keeps its draft name and is
+described with the most frequent words of its sample passages. ``context_window=N`` makes the server refuse prompts of N tokens or more
+(HTTP 400 like llama.cpp) and, with ``publish_limits=True``, publish N at ``GET /props``
+(llama.cpp) and as ``max_model_len`` in ``GET /v1/models`` (vLLM). ``prefill_tps``/``gen_tps``
+add a local model's time per prompt and reply token, ``serial=True`` answers one request at a
+time (like a one-slot llama.cpp server). Every call records the usage it reported
+(``CallRecord.prompt_tokens``/``completion_tokens``; 0 when none was sent).
 
 Standalone: ``python -m knowtology_cli.testing.fake_llm --port 0 --latency 2 --fail-rate 0.3``
 prints its root URL (``http://127.0.0.1:PORT``) on the first line of stdout; point
@@ -48,7 +61,7 @@ from typing import Any
 
 FAULTS = (
     "malformed", "truncated", "drop_ids", "unknown_ids", "deep_paths", "rate_limit", "server_error", "hang",
-    "auth",
+    "auth", "overflow", "no_usage", "junk",
 )
 ALIASES = {"429": "rate_limit", "500": "server_error", "401": "auth", "timeout": "hang", "bad_json": "malformed"}
 #: kinds drawn by ``fail_rate`` unless told otherwise (hang and auth only when asked for)
@@ -58,6 +71,8 @@ Brain = Callable[[list[tuple[str, str]], list[str]], dict[str, Any]]
 
 _CHUNK = re.compile(r'<chunk id=("(?:[^"\\]|\\.)*")>\n(.*?)\n</chunk>', re.DOTALL)
 _TREE = re.compile(r"<tree>\n(.*?)\n</tree>", re.DOTALL)
+_CATEGORY = re.compile(r'<category id=("(?:[^"\\]|\\.)*") draft=("(?:[^"\\]|\\.)*")')
+NAMES_SCHEMA = "name_categories"
 _WORD = re.compile(r"[a-z][a-z]{3,}")
 _STOP = frozenset(
     """about above after again against also among another because been before being below between both
@@ -179,8 +194,44 @@ def keyword_brain(chunks: list[tuple[str, str]], tree: list[str]) -> dict[str, A
     return {"categories": categories, "assignments": assignments}
 
 
+def parse_categories(user: str) -> list[tuple[str, str]]:
+    """``(id, draft name)`` of every ``<category>`` block of a naming call."""
+    return [(json.loads(m.group(1)), json.loads(m.group(2))) for m in _CATEGORY.finditer(user)]
+
+
+def sample_lines(user: str) -> dict[str, list[str]]:
+    """The sample passages (``- ...`` lines) shown for each category id of a naming call."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in user.splitlines():
+        m = _CATEGORY.match(line)
+        if m:
+            current = json.loads(m.group(1))
+            out[current] = []
+        elif current is not None and line.startswith("- "):
+            out[current].append(line[2:])
+    return out
+
+
+def naming_brain(categories: list[tuple[str, str]], samples: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Keep each draft name; describe it with the most frequent words of its sample passages."""
+    names = []
+    for cid, draft in categories:
+        words = Counter(_words(" ".join((samples or {}).get(cid, []))))
+        top = ", ".join(w for w, _ in words.most_common(6))
+        names.append({"id": cid, "name": draft,
+                      "description": f"Passages about {draft.lower()}" + (f": {top}." if top else ".")})
+    return {"names": names}
+
+
 def _apply_fault(reply: dict[str, Any], fault: str) -> dict[str, Any]:
     reply = json.loads(json.dumps(reply))
+    if "names" in reply:
+        if fault == "junk":
+            junk = ("12", "notes.md", "---", "#3")
+            for k, item in enumerate(reply["names"]):
+                item["name"] = junk[k % len(junk)]
+        return reply
     items = reply["assignments"]
     if fault == "drop_ids":
         reply["assignments"] = [a for i, a in enumerate(items) if i % 3 != 1] if len(items) > 1 else []
@@ -192,6 +243,10 @@ def _apply_fault(reply: dict[str, Any], fault: str) -> dict[str, Any]:
             if i % 2 == 0:
                 a["path"] += "/Deeper/Deepest"
         reply["categories"].append({"path": "A/B/C/D/E", "description": "too deep"})
+    elif fault == "junk":
+        for a in items:
+            a["path"] = a["chunk_id"]
+        reply["categories"] = [{"path": a["path"], "description": "one line"} for a in items]
     return reply
 
 
@@ -210,6 +265,8 @@ class CallRecord:
     fault: str | None
     at: float
     body: dict[str, Any] | None = field(default=None, repr=False)
+    prompt_tokens: int = 0  # the usage this call reported (0: none reported)
+    completion_tokens: int = 0
 
 
 class FakeLLMServer:
@@ -228,6 +285,10 @@ class FakeLLMServer:
         chat_script: chat turns, in order: ``{"text": ...}`` or ``{"tool_calls": [{"name",
             "arguments"}]}``, or a callable(body) returning one; "done." when exhausted.
         keep_bodies: keep request bodies in the call log.
+        context_window: refuse prompts of this many tokens or more (HTTP 400, llama.cpp's message).
+        publish_limits: publish ``context_window`` at ``/props`` and in ``/v1/models``.
+        prefill_tps / gen_tps: seconds per prompt / reply token added to each answer (0: none).
+        serial: answer one request at a time.
     """
 
     def __init__(
@@ -246,6 +307,11 @@ class FakeLLMServer:
         brain: Brain = keyword_brain,
         chat_script: Sequence[Mapping[str, Any]] | Callable[[dict[str, Any]], Mapping[str, Any]] = (),
         keep_bodies: bool = True,
+        context_window: int | None = None,
+        publish_limits: bool = False,
+        prefill_tps: float = 0.0,
+        gen_tps: float = 0.0,
+        serial: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.set_faults(faults)
@@ -259,6 +325,11 @@ class FakeLLMServer:
         self.brain = brain
         self.chat_script = chat_script if callable(chat_script) else list(chat_script)
         self.keep_bodies = keep_bodies
+        self.context_window = context_window
+        self.publish_limits = publish_limits
+        self.prefill_tps = float(prefill_tps)
+        self.gen_tps = float(gen_tps)
+        self._serial = threading.Lock() if serial else None
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []
         self._seen: Counter[str] = Counter()
@@ -330,6 +401,15 @@ class FakeLLMServer:
         """Tree calls (optionally only those answered with ``status``)."""
         return [c for c in self.calls if c.kind == "tree" and (status is None or c.status == status)]
 
+    def naming_calls(self, status: int | None = 200) -> list[CallRecord]:
+        """Naming calls of the hybrid builder (optionally only those answered with ``status``)."""
+        return [c for c in self.calls if c.kind == "names" and (status is None or c.status == status)]
+
+    def reported_usage(self) -> tuple[int, int]:
+        """(prompt tokens, completion tokens) the server reported, summed over every call."""
+        calls = self.calls
+        return sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
+
     def reset(self) -> None:
         """Forget the call log and the request counts."""
         with self._lock:
@@ -370,6 +450,14 @@ class FakeLLMServer:
     def _wait(self, seconds: float) -> None:
         if seconds > 0:
             self._stop.wait(seconds)
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 RERANK_SCHEMA = "rank_candidates"  # knowtology_cli.retrieval.rerank.RERANK_SCHEMA_NAME
@@ -426,10 +514,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def do_GET(self) -> None:  # noqa: N802
+        fake = self.fake
+        published = fake.context_window if fake.publish_limits else None
         if self.path == "/_calls":
             self._send(200, [{k: v for k, v in asdict(c).items() if k != "body"} for c in self.fake.calls])
         elif self.path in ("/", "/health"):
             self._send(200, {"ok": True})
+        elif self.path == "/props" and published:
+            self._send(200, {"default_generation_settings": {"n_ctx": published}, "total_slots": 1})
+        elif self.path.rstrip("/") == "/v1/models":
+            row: dict[str, Any] = {"id": "fake", "object": "model", "created": 0, "owned_by": "fake"}
+            if published:
+                row["max_model_len"] = published
+            self._send(200, {"object": "list", "data": [row]})
         else:
             self._send(404, {"error": {"message": "not found", "type": "not_found"}})
 
@@ -456,39 +553,59 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model", ""))
         if endpoint == "openai":
             tree = (body.get("response_format") or {}).get("type") == "json_schema"
-            user = next((_user_text(m.get("content")) for m in reversed(body.get("messages", []))
-                         if m.get("role") == "user"), "")
         else:
             tree = (body.get("tool_choice") or {}).get("type") == "tool"
-            user = next((_user_text(m.get("content")) for m in reversed(body.get("messages", []))
-                         if m.get("role") == "user"), "")
-        rerank = tree and _structured_name(body, endpoint) == RERANK_SCHEMA
-        chunks = parse_chunks(user) if tree else []
-        fake._record(index, endpoint=endpoint, kind="rerank" if rerank else "tree" if tree else "chat", model=model,
+        user = next((_user_text(m.get("content")) for m in reversed(body.get("messages", []))
+                     if m.get("role") == "user"), "")
+        schema_name = _structured_name(body, endpoint) if tree else ""
+        naming = schema_name == NAMES_SCHEMA
+        rerank = schema_name == RERANK_SCHEMA
+        chunks = parse_chunks(user) if tree and not naming and not rerank else []
+        kind = "names" if naming else "rerank" if rerank else "tree" if tree else "chat"
+        fake._record(index, endpoint=endpoint, kind=kind, model=model,
                      n_chunks=len(chunks), chunk_ids=tuple(c for c, _ in chunks), fault=fault,
                      body=body if fake.keep_bodies else None)
-        fake._wait(fake.latency)
-        if fault == "hang":
-            fake._wait(fake.hang_seconds)
-        if fault in ("auth", "rate_limit", "server_error"):
-            status = {"auth": 401, "rate_limit": 429, "server_error": 500}[fault]
-            fake._record(index, status=status)
-            self._error(endpoint, status, key)
-            return
-        fake._record(index, status=200)
         prompt_tokens = max(1, len(raw) // 4)
-        if rerank:
-            self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
-        elif tree:
-            reply = fake.brain(chunks, parse_tree(user))
-            if fault in ("drop_ids", "unknown_ids", "deep_paths"):
+        if fake.context_window and prompt_tokens >= fake.context_window:
+            fault = "overflow"
+        with fake._serial or _NoLock():
+            fake._wait(fake.latency + (prompt_tokens / fake.prefill_tps if fake.prefill_tps else 0.0))
+            if fault == "hang":
+                fake._wait(fake.hang_seconds)
+            if fault in ("auth", "rate_limit", "server_error", "overflow"):
+                status = {"auth": 401, "rate_limit": 429, "server_error": 500, "overflow": 400}[fault]
+                fake._record(index, status=status, fault=fault)
+                self._error(endpoint, status, key, prompt_tokens=prompt_tokens)
+                return
+            if rerank:
+                self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
+                return
+            if naming:
+                reply = naming_brain(parse_categories(user), sample_lines(user))
+            elif tree:
+                reply = fake.brain(chunks, parse_tree(user))
+            if tree and fault in ("drop_ids", "unknown_ids", "deep_paths", "junk"):
                 reply = _apply_fault(reply, fault)
-            self._tree_reply(index, endpoint, body, reply, prompt_tokens, fault=fault)
-        else:
-            self._chat_reply(index, endpoint, body, fake._next_turn(body), prompt_tokens)
+            if tree:
+                self._tree_reply(index, endpoint, body, reply, prompt_tokens, fault=fault)
+            else:
+                self._chat_reply(index, endpoint, body, fake._next_turn(body), prompt_tokens, fault=fault)
 
-    def _error(self, endpoint: str, status: int, key: str) -> None:
-        if status == 401:
+    def _answered(self, index: int, prompt_tokens: int, completion: int, fault: str | None) -> None:
+        """Record the usage a 200 reports, then wait out the reply's generation time (before sending it)."""
+        reported = (0, 0) if fault == "no_usage" else (prompt_tokens, completion)
+        self.fake._record(index, status=200, prompt_tokens=reported[0], completion_tokens=reported[1])
+        if self.fake.gen_tps:
+            self.fake._wait(completion / self.fake.gen_tps)
+
+    def _error(self, endpoint: str, status: int, key: str, *, prompt_tokens: int = 0) -> None:
+        code = None
+        if status == 400:
+            n_ctx = self.fake.context_window or max(1, prompt_tokens - 1)
+            message = (f"the request exceeds the available context size: {prompt_tokens} prompt tokens, "
+                       f"n_ctx={n_ctx}")
+            etype, code = "invalid_request_error", "context_length_exceeded"
+        elif status == 401:
             message, etype = f"Incorrect API key provided: {key}.", "authentication_error"
         elif status == 429:
             message, etype = "Rate limit reached; please retry later.", "rate_limit_error"
@@ -496,7 +613,7 @@ class _Handler(BaseHTTPRequestHandler):
             message, etype = "The server had an error while processing your request.", "api_error"
         headers = {"retry-after": f"{self.fake.retry_after:g}"} if status == 429 else {}
         if endpoint == "openai":
-            payload: dict[str, Any] = {"error": {"message": message, "type": etype, "param": None, "code": None}}
+            payload: dict[str, Any] = {"error": {"message": message, "type": etype, "param": None, "code": code}}
         else:
             payload = {"type": "error", "error": {"type": etype, "message": message}}
         self._send(status, payload, headers)
@@ -510,14 +627,16 @@ class _Handler(BaseHTTPRequestHandler):
             text = text[: max(1, len(text) // 2)]
         completion = max(1, len(text) // 4)
         model = body.get("model", "")
+        usage = fault != "no_usage"
+        self._answered(n, prompt_tokens, completion, fault)
         if endpoint == "openai":
             self._send(200, {
                 "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "finish_reason": "length" if truncated else "stop", "logprobs": None,
                              "message": {"role": "assistant", "content": text, "refusal": None}}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                          "total_tokens": prompt_tokens + completion},
+                **({"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                              "total_tokens": prompt_tokens + completion}} if usage else {}),
             })
             return
         name = (body.get("tool_choice") or {}).get("name", "record_tree")
@@ -528,14 +647,16 @@ class _Handler(BaseHTTPRequestHandler):
         stop = "end_turn" if malformed else "max_tokens" if truncated else "tool_use"
         self._send(200, {
             "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop,
-            "stop_sequence": None, "usage": {"input_tokens": prompt_tokens, "output_tokens": completion},
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": prompt_tokens if usage else 0, "output_tokens": completion if usage else 0},
         })
 
-    def _chat_reply(self, n: int, endpoint: str, body: dict[str, Any], turn: Mapping[str, Any], prompt_tokens: int) -> None:
+    def _chat_reply(self, n: int, endpoint: str, body: dict[str, Any], turn: Mapping[str, Any], prompt_tokens: int,
+                    *, fault: str | None = None) -> None:
         text = str(turn.get("text", ""))
         calls = list(turn.get("tool_calls", []))
         completion = max(1, len(text) // 4 + 10 * len(calls))
+        self._answered(n, prompt_tokens, completion, fault)
         model = body.get("model", "")
         if endpoint == "openai":
             message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
@@ -550,8 +671,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                          "total_tokens": prompt_tokens + completion},
+                **({"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                              "total_tokens": prompt_tokens + completion}} if fault != "no_usage" else {}),
             })
             return
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
@@ -560,7 +681,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {
             "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion},
+            "usage": {"input_tokens": prompt_tokens if fault != "no_usage" else 0,
+                      "output_tokens": completion if fault != "no_usage" else 0},
         })
 
 
@@ -578,13 +700,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--retry-after", type=float, default=1.0)
     ap.add_argument("--hang-seconds", type=float, default=30.0)
     ap.add_argument("--api-key", default=None, help="require this key (else any key is accepted)")
+    ap.add_argument("--context-window", type=int, default=None, help="refuse prompts of this many tokens or more")
+    ap.add_argument("--publish-limits", action="store_true", help="publish --context-window at /props, /v1/models")
+    ap.add_argument("--prefill-tps", type=float, default=0.0, help="prompt tokens per second (0: instant)")
+    ap.add_argument("--gen-tps", type=float, default=0.0, help="reply tokens per second (0: instant)")
+    ap.add_argument("--serial", action="store_true", help="answer one request at a time")
     args = ap.parse_args(argv)
     plan = [f or None for f in args.faults.split(",")] if args.faults else []
     server = FakeLLMServer(
         host=args.host, port=args.port, faults=plan, fail_rate=args.fail_rate,
         fail_kinds=[k for k in args.fail_kinds.split(",") if k], seed=args.seed, latency=args.latency,
         retry_after=args.retry_after, hang_seconds=args.hang_seconds, api_key=args.api_key,
-        keep_bodies=False,
+        keep_bodies=False, context_window=args.context_window, publish_limits=args.publish_limits,
+        prefill_tps=args.prefill_tps, gen_tps=args.gen_tps, serial=args.serial,
     ).start()
     print(server.url, flush=True)
     print(f"OPENAI_BASE_URL={server.openai_base_url}\nANTHROPIC_BASE_URL={server.anthropic_base_url}",
