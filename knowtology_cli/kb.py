@@ -31,10 +31,10 @@ from .models import (
     SourceSummary,
     StatusReport,
     TreeNode,
+    split_path,
 )
 from .provenance import provenance
 from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
-from .stores.sqlite import split_path
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
@@ -622,7 +622,7 @@ class KnowledgeBase:
             timeout / context_window / max_output: per-attempt timeout and model limits for a
                 client made from a spec (``--timeout``, ``--context-window``, ``--max-output``).
         """
-        from .builders.runner import run_build
+        from .builders.dispatch import run_build
 
         name = self._collection(collection)
         self._require_collection(name)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models import Category, Chunk, ChunkMapping, TreeNode
+from ..models import Category, Chunk, ChunkMapping, TreeNode, split_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,8 +145,6 @@ def ensure_path(
 ) -> int:
     """The node id of ``path``, creating missing prefixes through ``insert(parent_id, name, level,
     prefix) -> id``; ``ids`` (``path -> id`` of existing nodes) is updated in place."""
-    from .sqlite import split_path
-
     segments = split_path(path)
     parent: int | None = None
     for depth in range(1, len(segments) + 1):

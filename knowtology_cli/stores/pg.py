@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from knowtology_cli.errors import NotFoundError, StoreError
-from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
+from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode, split_path
 from knowtology_cli.provenance import provenance, provenance_json
 
 from .base import (
@@ -33,7 +33,6 @@ from .base import (
     renamed_paths,
     subtree_counts,
 )
-from .sqlite import split_path
 
 #: Arbitrary constant for ``pg_advisory_xact_lock`` while migrating ("KT" + 7).
 MIGRATION_LOCK = 0x4B5407
