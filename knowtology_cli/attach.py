@@ -47,7 +47,7 @@ def attach_lance_table(
     """
     from knowtology_cli.config import validate_name
     from knowtology_cli.embedders import canonical_name, get_embedder
-    from knowtology_cli.stores.lance import _fts_columns
+    from knowtology_cli.stores.lance import fts_columns
 
     name = validate_name("collection", name)
     uri = _table_uri(table)
@@ -74,7 +74,7 @@ def attach_lance_table(
     forget = getattr(kb.vectors, "forget", None)
     if forget is not None:
         forget(name)
-    indexed = sorted(_fts_columns(ds) & {c for c in (columns.text, columns.title) if c})
+    indexed = sorted(fts_columns(ds) & {c for c in (columns.text, columns.title) if c})
     return AttachReport(collection=name, table=uri, rows=ds.count_rows(), dimension=dimension, embedder=model_name,
                         columns=columns.to_dict(), table_version=ds.version, keyword_index=indexed,
                         already_attached=existing is not None)

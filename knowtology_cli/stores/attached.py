@@ -236,10 +236,10 @@ class AttachedLanceStore(VectorStore):
             return []
         from lance.query import MultiMatchQuery
 
-        from .lance import _fts_columns
+        from .lance import fts_columns
 
         ds = self.dataset()
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         columns = [x for x in (self.columns.title, self.columns.text) if x and x in indexed]
         if not columns:
             raise StoreError(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
+from .ann import list_indices
 from .base import ScoredId, VectorStore
 from .heavy_imports import import_lance
 
@@ -85,20 +86,11 @@ def _schema(dimension: int) -> Any:
     )
 
 
-def list_indices(ds: Any) -> list[dict[str, Any]]:
-    """``ds.list_indices()`` without its deprecation warning."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(ds.list_indices())
-
-
 def _is_inverted(index: dict[str, Any]) -> bool:
     return str(index.get("type", "")).lower().startswith("inverted") and bool(index.get("fields"))
 
 
-def _fts_columns(ds: Any) -> set[str]:
+def fts_columns(ds: Any) -> set[str]:
     """Columns of ``ds`` that carry a full-text (inverted) index, whatever the index is named."""
     return {ix["fields"][0] for ix in list_indices(ds) if _is_inverted(ix)}
 
@@ -286,7 +278,7 @@ class LanceVectorStore(VectorStore):
         from .ann import maybe_create_vector_index
 
         had_indexes = bool(list_indices(ds))
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         try:
             with deferred_interrupt():
                 for column in FTS_COLUMNS:
@@ -419,7 +411,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import MultiMatchQuery
 
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         columns = [c for c in FTS_COLUMNS if c in indexed]
         if not columns:
             return []
@@ -448,7 +440,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import BooleanQuery, MatchQuery, Occur
 
-        columns = [c for c in FTS_COLUMNS if c in _fts_columns(ds)]
+        columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
         if not columns:
             return []
         clauses = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
