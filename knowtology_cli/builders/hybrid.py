@@ -50,7 +50,7 @@ from .prompts import (
     naming_messages,
     render_naming_group,
 )
-from .runner import _report, apply_reply, pending_work
+from .runner import apply_reply, build_report, pending_work, run_cluster_build
 from .snippets import make_snippet
 from .validate import NameCheck, clean_description, clean_name, name_key
 
@@ -641,10 +641,8 @@ class HybridTreeBuilder:
                 views, targets = self._current_views(), set()
                 what = f"place {len(pending)} chunks offline, then re-describe the nodes that change"
             else:
-                from .runner import run_build
-
-                run_build(self.kb, self.collection, builder="cluster", llm=None, rebuild=False, dry_run=False,
-                          concurrency=1, progress=self.progress, message=self.message)
+                run_cluster_build(self.kb, self.collection, rebuild=False, dry_run=False, progress=self.progress,
+                                  message=self.message)
                 after = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
                 views = self._current_views()
                 targets = set(views) if not named_before else changed_nodes(before, after,
@@ -730,7 +728,7 @@ class HybridTreeBuilder:
                                                                   spent.output_tokens, spent.cost_usd, spent.estimated)
         else:
             estimated = 0
-        return _report(self.kb, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
+        return build_report(self.kb, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
                        llm_calls=calls, cached_calls=cached, input_tokens=input_tokens, output_tokens=output_tokens,
                        cost_usd=round(cost, 6), model=self.llm.spec, name_origins=origins or {},
                        rejected_names=rejected, estimated_calls=estimated)

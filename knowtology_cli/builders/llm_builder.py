@@ -87,7 +87,7 @@ from .prompts import (
     prompt_overhead_tokens,
     render_feedback,
 )
-from .runner import _report, apply_reply, pending_work
+from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
 from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
 
@@ -740,7 +740,7 @@ class LLMTreeBuilder:
             spent = log_totals(self.kb.tree, self.collection, self.build_id)
             calls, tin, tout, cost, estimated = (spent.calls, spent.input_tokens, spent.output_tokens, spent.cost_usd,
                                                  spent.estimated)
-        return _report(
+        return build_report(
             self.kb, self.collection, "llm", started, dry_run=dry_run, notes=notes, batches=batches,
             llm_calls=calls, cached_calls=tally.cached, input_tokens=tin, output_tokens=tout,
             cost_usd=round(cost, 6), model=self.llm.spec, name_origins=dict(self.origins),
