@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BuildError
+from ..llm.base import LLMContextOverflowError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
@@ -367,7 +368,8 @@ class NodeNamer:
                 if data is None and outcome is not None and outcome.status in ("truncated", "overflow") \
                         and len(nodes) > 1:
                     if outcome.status == "overflow":
-                        adopt_context_limit(self.llm, getattr(outcome.error, "context_limit", None))
+                        adopt_context_limit(self.llm, outcome.error.context_limit
+                                            if isinstance(outcome.error, LLMContextOverflowError) else None)
                     pending.extend(_halves(call))
                     continue
                 answered.append((call, back, data))
@@ -668,7 +670,7 @@ class HybridTreeBuilder:
             raise BuildError(
                 f"no naming call succeeded ({len(namer.outcomes)} failed; last error: {str(last)[:300]}); "
                 + ("the tree was kept as it was" if full else "new chunks were placed offline, names kept"),
-                hint=getattr(last, "hint", None) or "check the provider and run `kt build` again")
+                hint=(last.hint if last is not None else None) or "check the provider and run `kt build` again")
         if full:
             new_path = renamed_paths(views, named)
             categories = [Category(path=new_path[p], description=named[p].description if p in named else v.description)

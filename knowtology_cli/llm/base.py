@@ -340,6 +340,8 @@ class LLMClient(ABC):
 
     provider: str = "llm"
     key_env: str | None = None
+    #: the API root of an HTTP provider (None: the provider's default, or no server at all)
+    base_url: str | None = None
 
     def __init__(
         self,
@@ -516,7 +518,7 @@ class LLMClient(ABC):
     @property
     def is_local(self) -> bool:
         """True when the client talks to a server on this machine (a loopback base URL)."""
-        return is_loopback_url(getattr(self, "base_url", None))
+        return is_loopback_url(self.base_url)
 
     def discover_limits(self) -> ServerLimits | None:
         """What the server says about the model's limits (context window), or None.
