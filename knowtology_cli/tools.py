@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import render
 from .errors import ConfigError
-from .models import ROOT, BrowseResult, Chunk, ReadResult, SearchResult
-from .stores.base import ScoredId, VectorStore
+from .models import ROOT, BrowseResult, ReadResult, SearchResult
+from .stores.base import TextStore, VectorStore
+from .stores.routing import KeywordRoutedStore
 from .tool_specs import (
     DEFAULT_TOP_K,
     MAX_CONTEXT,
@@ -44,7 +45,6 @@ __all__ = [  # the tool specs live in tool_specs (the integrations import them f
 ]
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from .embedders.base import Embedder
     from .kb import KnowledgeBase
@@ -89,7 +89,7 @@ class KnowledgeMapTools:
         collection_id: str | None = None,
         tree_store: TreeStore | None = None,
         vector_store: VectorStore | None = None,
-        text_store: Any = None,
+        text_store: TextStore | None = None,
         top_k: int = DEFAULT_TOP_K,
         *,
         kb: KnowledgeBase | None = None,
@@ -105,18 +105,23 @@ class KnowledgeMapTools:
             if tree_store is None:
                 raise ConfigError("KnowledgeMapTools needs a tree_store (or kb=)",
                                   hint="pass the tree store your TreeBuilder built into")
-            vectors = vector_store if vector_store is not None else _as_vector_store(text_store)
+            if text_store is not None and not isinstance(text_store, TextStore):
+                raise ConfigError(f"text_store must be a TextStore, got {type(text_store).__name__}",
+                                  hint="subclass knowtology_cli.adapters.base.TextStore (one method: keyword_search)")
+            if vector_store is None and isinstance(text_store, TextStore):
+                vector_store = text_store.row_store()  # the in-memory adapters' text store reads its rows
+            vectors = vector_store
             if vectors is None:
                 raise ConfigError("KnowledgeMapTools needs a vector_store (or kb=)",
                                   hint="pass the vector store that holds the chunk text")
-            if text_store is not None and text_store is not vectors and hasattr(text_store, "keyword_search"):
+            if isinstance(text_store, TextStore) and text_store is not vectors:
                 vectors = KeywordRoutedStore(vectors, text_store)
             kb = KnowledgeBase(tree_store=tree_store, vector_store=vectors, embedder=embedder)
         if top_k < 1:
             raise ConfigError(f"top_k must be at least 1, got {top_k}")
         self.kb = kb
-        self.collection = kb._collection(collection_id)
-        self.session = kb._session(session)
+        self.collection = kb.collection_name(collection_id)
+        self.session = kb.session_name(session)
         self.top_k = top_k
         self.search_mode = search_mode
         self.preset = preset
@@ -259,58 +264,3 @@ class KnowledgeMapTools:
     def close(self) -> None:
         """Release the knowledge base's store handles."""
         self.kb.close()
-
-
-def _as_vector_store(store: Any) -> VectorStore | None:
-    """The vector store behind a text store that wraps one (the in-memory adapters do)."""
-    if isinstance(store, VectorStore):
-        return store
-    inner = getattr(store, "vector_store", None)
-    return inner if isinstance(inner, VectorStore) else None
-
-
-class KeywordRoutedStore(VectorStore):
-    """A vector store whose keyword searches are answered by a separate text store."""
-
-    def __init__(self, vectors: VectorStore, text_store: Any) -> None:
-        self.inner = vectors
-        self.text_store = text_store
-        self.read_only = vectors.read_only
-
-    def keyword_search(self, collection: str, query: str, k: int, *,
-                       within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.text_store.keyword_search(collection, query, k, within=within)
-
-    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
-        self.inner.upsert(collection, chunks, vectors)
-
-    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
-        self.inner.delete(collection, chunk_ids)
-
-    def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
-        return self.inner.fingerprints(collection)
-
-    def get(self, collection: str, chunk_ids: Sequence[str], *, with_text: bool = True) -> list[Chunk]:
-        return self.inner.get(collection, chunk_ids, with_text=with_text)
-
-    def iter_rows(self, collection: str, *, with_vectors: bool = True,
-                  batch_size: int = 4096) -> Iterator[tuple[list[Chunk], np.ndarray | None]]:
-        return self.inner.iter_rows(collection, with_vectors=with_vectors, batch_size=batch_size)
-
-    def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.inner.vectors(collection, chunk_ids)
-
-    def vector_search(self, collection: str, vector: np.ndarray, k: int, *,
-                      within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.inner.vector_search(collection, vector, k, within=within)
-
-    def count(self, collection: str) -> int:
-        return self.inner.count(collection)
-
-    def regex_search(self, collection: str, pattern: str, k: int, *,
-                     within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.inner.regex_search(collection, pattern, k, within=within)
-
-    def close(self) -> None:
-        self.inner.close()
-

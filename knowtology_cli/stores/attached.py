@@ -152,6 +152,10 @@ class AttachedLanceStore(VectorStore):
     def refresh_indexes(self, collection: str) -> None:
         """Nothing to do: the owner maintains the table's indexes."""
 
+    def forget(self, collection: str) -> None:
+        """Drop the open dataset; the next call opens the table again (the pinned version, or the latest)."""
+        self._ds = None
+
     # reads --------------------------------------------------------------------------------
     def count(self, collection: str) -> int:
         return self.dataset().count_rows()

@@ -24,7 +24,9 @@ from .base import (
     WHOLE_COLLECTION,
     CollectionInfo,
     ScoredId,
+    SessionStore,
     SourceRecord,
+    TextIndex,
     TreeState,
     TreeStore,
     churn_by_node,
@@ -632,7 +634,7 @@ def tsquery_text(query: str) -> str:
     return " | ".join(f"'{t}'" for t in terms)
 
 
-class PostgresTextStore:
+class PostgresTextStore(TextIndex):
     """Chunk title + text in PostgreSQL for keyword search (``tsvector``, GIN index, ``ts_rank_cd``).
 
     Pairs with a vector store that has no BM25 of its own (e.g. Qdrant): ingest writes the text
@@ -691,8 +693,8 @@ class PostgresTextStore:
         self.db.close()
 
 
-class PostgresSessionStore:
-    """Read histories in ``kt_session_reads`` (same methods as the file-based ``SessionStore``)."""
+class PostgresSessionStore(SessionStore):
+    """Read histories in ``kt_session_reads``."""
 
     def __init__(self, dsn: str) -> None:
         self.db = _Postgres(dsn)
