@@ -7,7 +7,7 @@ knows about terminals or HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from .stores.base import CollectionInfo, ScoredId, SessionStore, TreeStore, Vect
 if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .export import TreeDocument
+    from .ingest import InputBatch
     from .llm.base import LLMClient
     from .locking import StoreLock
     from .models import TreeExport, TreeImportReport
@@ -244,8 +245,7 @@ class KnowledgeBase:
         validated before anything is written; each upsert batch commits atomically, so a killed
         ingest resumes on re-run without re-embedding what already landed.
         """
-        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
-        from .ingest import read_inputs, require_valid
+        from .ingest import read_inputs
 
         started = time.perf_counter()
         name = self._collection(collection)
@@ -263,6 +263,56 @@ class KnowledgeBase:
         if rescan is not None:
             batch.scopes.add((rescan, ""))
             batch.sources.setdefault(rescan, registry[rescan])
+        return self._store_batch(name, info, batch, embedder=embedder, skip_invalid=skip_invalid, prune=prune,
+                                 replace=replace, progress=progress, message=message, started=started)
+
+    def add_chunks(
+        self,
+        chunks: Iterable[Mapping[str, Any] | Chunk],
+        *,
+        collection: str | None = None,
+        embedder: str | None = None,
+        skip_invalid: bool = False,
+        prune: bool = False,
+        source: str | None = None,
+        replace: bool = False,
+        progress: ProgressFn = _noop_progress,
+        message: MessageFn = _noop_message,
+    ) -> IngestReport:
+        """Add or update chunks given as Python objects: ``Chunk``s or dicts with a JSONL line's fields
+        (``text`` and optional ``chunk_id``, ``doc_id``, ``file_name``, ``chunk_index``, ``title``,
+        ``metadata``). They are checked, embedded and stored exactly as ``ingest(["-"])`` would store
+        the same objects as JSONL lines, under the source ``source`` (default ``stdin``); with
+        ``prune``, that source's stored chunks missing from ``chunks`` are deleted.
+        """
+        from .ingest import read_records
+
+        started = time.perf_counter()
+        name = self._collection(collection)
+        info = self.tree.get_collection(name)
+        registry = self._registry(name) if info is not None else {}
+        batch = read_records(chunks, sources=registry, source_name=source, replace=replace)
+        return self._store_batch(name, info, batch, embedder=embedder, skip_invalid=skip_invalid, prune=prune,
+                                 replace=replace, progress=progress, message=message, started=started)
+
+    def _store_batch(
+        self,
+        name: str,
+        info: CollectionInfo | None,
+        batch: InputBatch,
+        *,
+        embedder: str | None,
+        skip_invalid: bool,
+        prune: bool,
+        replace: bool,
+        progress: ProgressFn,
+        message: MessageFn,
+        started: float,
+    ) -> IngestReport:
+        """Validate a read batch, embed what is new or changed and write it (the second half of ingest)."""
+        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
+        from .ingest import require_valid
+
         require_valid(batch, skip_invalid)
         wanted = canonical_name(embedder) if embedder else None
         if info is not None and wanted and wanted != info.embedder:
