@@ -223,7 +223,7 @@ class CallUsage:
 
 def usage_of(exc: BaseException) -> CallUsage:
     """The :class:`CallUsage` an LLM error carries (zero when no attempt reached the model)."""
-    usage = getattr(exc, "usage", None)
+    usage = exc.usage if isinstance(exc, LLMError) else None
     return usage if isinstance(usage, CallUsage) else CallUsage()
 
 
@@ -481,7 +481,7 @@ class LLMClient(ABC):
         try:
             return self._with_retries("JSON call", attempt, per_attempt, cancel)
         except LLMError as exc:
-            exc.usage = CallUsage(spent.input_tokens, spent.output_tokens,  # type: ignore[attr-defined]
+            exc.usage = CallUsage(spent.input_tokens, spent.output_tokens,
                                   self.profile.cost(spent.input_tokens, spent.output_tokens), spent.attempts,
                                   spent.estimated)
             raise
