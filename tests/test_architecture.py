@@ -123,3 +123,38 @@ def test_the_cycle_finder_sees_function_level_imports_and_skips_type_checking(tm
     graph = import_graph(tmp_path, "demo")
     assert graph["demo.a"] == {"demo.b"} and graph["demo.sub.c"] == {"demo.a"}
     assert import_cycles(graph) == [["demo.a", "demo.b", "demo.sub.c"]]
+
+
+#: Modules that only handle the package's own objects (stores, builders, the façade): a capability
+#: there is a method of an interface, never something probed for. Modules that read third-party SDK
+#: replies (llm/, embedders/, integrations/) are outside this rule.
+OWN_OBJECT_MODULES = ("knowtology_cli.kb", "knowtology_cli.tools", "knowtology_cli.attach",
+                      "knowtology_cli.builder_api", "knowtology_cli.sessions", "knowtology_cli.stores",
+                      "knowtology_cli.builders", "knowtology_cli.bench", "knowtology_cli.adapters")
+
+
+def capability_probes(source: str) -> list[str]:
+    """``getattr(x, name, default)`` and ``hasattr(x, name)`` calls, and classes defining ``__getattr__``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                (node.func.id == "getattr" and len(node.args) == 3) or node.func.id == "hasattr"):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.ClassDef):
+            found += [f"line {item.lineno}: class {node.name} defines __getattr__" for item in node.body
+                      if isinstance(item, ast.FunctionDef) and item.name == "__getattr__"]
+    return sorted(found, key=lambda line: int(line.split()[1].rstrip(":")))
+
+
+def test_own_objects_are_never_probed_for_capabilities() -> None:
+    probes = {name: capability_probes(file.read_text(encoding="utf-8")) for name, file in package_modules().items()
+              if name.startswith(OWN_OBJECT_MODULES)}
+    assert {name: found for name, found in probes.items() if found} == {}, (
+        "declare the capability on the interface (a default in the base class) instead of probing for it")
+
+
+def test_the_probe_finder_sees_getattr_defaults_hasattr_and_forwarding() -> None:
+    source = ("a = getattr(x, 'm', None)\nb = getattr(x, 'm')\nc = hasattr(x, 'm')\n"
+              "class F:\n    def __getattr__(self, name):\n        return 1\n")
+    assert capability_probes(source) == ["line 1: getattr(x, 'm', None)", "line 3: hasattr(x, 'm')",
+                                         "line 5: class F defines __getattr__"]

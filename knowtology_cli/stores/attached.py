@@ -97,8 +97,10 @@ class AttachedLanceStore(VectorStore):
         if missing:
             raise StoreError(f"attached table {self.table_uri} has no column(s) {', '.join(missing)} "
                              f"(columns: {', '.join(ds.schema.names)})", hint="fix the column mapping")
+        import pyarrow as pa  # loaded with lance already; kept off the module's import path like lance
+
         vtype = ds.schema.field(self.columns.vector).type
-        if not hasattr(vtype, "list_size"):
+        if not pa.types.is_fixed_size_list(vtype):
             raise StoreError(f"column {self.columns.vector!r} is not a fixed-size vector column ({vtype})")
 
     def _refuse(self, what: str) -> None:
