@@ -612,8 +612,9 @@ class LLMClient(ABC):
                 ) from cause
             if failure.timed_out and self.is_local:
                 # a server on this machine answers one request at a time and keeps working on the one we
-                # gave up on: the retry waits behind it, so it gets that much more time
-                current = 2 * current
+                # gave up on: the retry waits behind that one request, so it gets one more timeout's worth
+                # (not compounding: at most one abandoned request is ever ahead of it)
+                current = 2 * timeout
             if transport_failures > self.max_retries and failure.timed_out:
                 raise LLMTimeoutError(
                     f"{message} (gave up after {transport_failures} attempts)", timeout=timeout,
