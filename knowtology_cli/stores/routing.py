@@ -166,8 +166,8 @@ class RoutingVectorStore(ForwardingVectorStore):
         if collection not in self._routes:
             info = self.tree.get_collection(collection)
             source = info.source if info is not None else None
-            attached = bool(source) and source.get("kind") in ATTACHED_KINDS and source.get("attached", True)
-            self._routes[collection] = store_for_source(collection, source) if attached else None
+            attached = source is not None and source.get("kind") in ATTACHED_KINDS and source.get("attached", True)
+            self._routes[collection] = store_for_source(collection, source) if source is not None and attached else None
         return self._routes[collection] or self.default
 
     def target(self, collection: str) -> VectorStore:
