@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError
 from .models import ReadResult, SearchResult
-from .tools import TOOLS, error_text
+from .tool_specs import TOOLS, error_text
 
 if TYPE_CHECKING:
     from .llm.base import LLMClient
