@@ -1,8 +1,9 @@
-"""The package's import graph: no module reaches itself through its imports (function-level imports count)."""
+"""The package's structure: no import cycle, no upward import across the layers of ARCHITECTURE.md, no probing."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = "knowtology_cli"
@@ -158,3 +159,56 @@ def test_the_probe_finder_sees_getattr_defaults_hasattr_and_forwarding() -> None
               "class F:\n    def __getattr__(self, name):\n        return 1\n")
     assert capability_probes(source) == ["line 1: getattr(x, 'm', None)", "line 3: hasattr(x, 'm')",
                                          "line 5: class F defines __getattr__"]
+
+
+#: ARCHITECTURE.md's layer list, bottom first: ``- layer: `module` `module` ...`` between the markers.
+_LAYER_BLOCK = re.compile(r"<!-- layers:.*?-->\n(.*?)<!-- /layers -->", re.S)
+
+
+def declared_layers(text: str) -> list[tuple[str, list[str]]]:
+    """``[(layer, [top-level module or subpackage, ...]), ...]`` from ARCHITECTURE.md, bottom first."""
+    block = _LAYER_BLOCK.search(text)
+    assert block, "ARCHITECTURE.md has no <!-- layers: --> block"
+    layers = []
+    for line in block.group(1).splitlines():
+        name, _, members = line.removeprefix("- ").partition(":")
+        layers.append((name.strip(), re.findall(r"`([^`]+)`", members)))
+    return layers
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, list[str]]],
+                   package: str = PACKAGE) -> list[str]:
+    """Every import from a module to one in a higher layer, and every module in no layer."""
+    rank = {member: i for i, (_, members) in enumerate(layers) for member in members}
+
+    def level(module: str) -> int | None:
+        parts = module.split(".")
+        return rank.get(parts[1] if len(parts) > 1 else "__init__")
+
+    problems = [f"{m} is in no layer of ARCHITECTURE.md" for m in sorted(graph) if level(m) is None]
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            low, high = level(module), level(target)
+            if low is not None and high is not None and high > low:
+                problems.append(f"{module} ({layers[low][0]}) imports {target} ({layers[high][0]})")
+    return problems
+
+
+def test_imports_follow_the_layers_of_architecture_md() -> None:
+    layers = declared_layers((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert [name for name, _ in layers] == ["foundation", "components", "services", "façade", "surfaces"]
+    assert upward_imports(import_graph(), layers) == []
+
+
+def test_the_layer_check_sees_an_upward_import_and_an_unplaced_module(tmp_path: Path) -> None:
+    pkg = tmp_path / "demo"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("def f():\n    from . import high\n")
+    (pkg / "high.py").write_text("from . import low\n")
+    (pkg / "stray.py").write_text("")
+    text = "<!-- layers: x -->\n- base: `__init__` `low`\n- top: `high`\n<!-- /layers -->\n"
+    layers = declared_layers(text)
+    assert layers == [("base", ["__init__", "low"]), ("top", ["high"])]
+    assert upward_imports(import_graph(tmp_path, "demo"), layers, "demo") == [
+        "demo.stray is in no layer of ARCHITECTURE.md", "demo.low (base) imports demo.high (top)"]
