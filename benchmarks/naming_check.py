@@ -4,6 +4,7 @@ exist, level-1 AMI/NMI — the figures of ``kt bench tree`` without writing a tr
 
     python -m benchmarks.naming_check adi sample_corpus medline cranfield cacm scifact
     python -m benchmarks.naming_check cacm --rename   # keep the last built shape, only re-name it
+    python -m benchmarks.naming_check cranfield --heldout  # choose on 2/3 of the documents, measure on 1/3
 
 Stores are the ``kt bench`` scratch stores (``KNOWTOLOGY_BENCH_CACHE``), opened read-only; the
 built shapes are cached under ``$KNOWTOLOGY_BENCH_CACHE/naming-check`` so ``--rename`` measures a
@@ -84,14 +85,61 @@ def measure(name: str, rename: bool, plain: bool = False) -> dict[str, Any]:
     return out
 
 
+def heldout(name: str, levels: int = 1) -> str:
+    """Descriptions chosen by routing on the chunks of two thirds of the documents (document code
+    not divisible by 3), routing measured on the chunks of the other third, against the full ones;
+    ``levels`` as ``TreeParams.routed_description_levels``."""
+    from dataclasses import replace
+
+    import knowtology_cli.builders.naming as naming
+    from knowtology_cli.builders.params import DEFAULT_PARAMS
+
+    kb, _ = _open(name)
+    items, matrix = _load_items(kb, COLLECTION)
+    embedder = kb.embedder_for(COLLECTION)
+    held: set[str] = set()
+    original = naming.Namer.__init__
+
+    def hide_third(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        hidden = self.doc_of % 3 == 0
+        held.update(self.items[i].chunk_id for i in np.flatnonzero(hidden))
+        if self.vectors is not None:  # a zero vector routes nowhere: the choice cannot see it
+            self.vectors = self.vectors.copy()
+            self.vectors[hidden] = 0.0
+
+    vectors = {it.chunk_id: matrix[i] for i, it in enumerate(items)}
+    out = []
+    naming.Namer.__init__ = hide_third  # type: ignore[method-assign]
+    try:
+        for embed in (None, query_embedder(kb, COLLECTION)):
+            held.clear()
+            reply = build_cluster_tree(items, matrix, embed_names=embed,
+                                       params=replace(DEFAULT_PARAMS, routed_description_levels=levels))
+            nodes = [SimpleNamespace(path=c.path, name=c.path.rsplit("/", 1)[-1], description=c.description)
+                     for c in reply.categories]
+            leaves = {a.chunk_id: a.path for a in reply.assignments if a.chunk_id in held}
+            rows = name_routing(nodes, leaves, vectors, lambda t: np.stack([embedder.embed_query(x) for x in t]))
+            out.append(" ".join(f"L{r['level']} {r['routing']:.3f}" for r in rows))
+    finally:
+        naming.Namer.__init__ = original  # type: ignore[method-assign]
+        kb.close()
+    return f"{name:14s} held-out chunks {len(held)}: full {out[0]} | chosen {out[1]}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("collections", nargs="+")
     parser.add_argument("--rename", action="store_true", help="re-name the cached shape instead of rebuilding")
     parser.add_argument("--names", action="store_true", help="print the level-1 names and descriptions")
     parser.add_argument("--plain", action="store_true", help="describe without the embedder (full descriptions)")
+    parser.add_argument("--heldout", action="store_true", help="held-out check of the description choice")
+    parser.add_argument("--levels", type=int, default=1, help="with --heldout: levels whose descriptions are chosen")
     args = parser.parse_args(argv)
     for name in args.collections:
+        if args.heldout:
+            print(heldout(name, args.levels), flush=True)
+            continue
         r = measure(name, args.rename, args.plain)
         line = " ".join(f"L{x['level']} {x['routing']:.3f}/{x['majority']:.3f} n={x['nodes']}" for x in r["levels"])
         top = r["levels"][0]["largest_share"] if r["levels"] else 0
