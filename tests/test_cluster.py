@@ -566,3 +566,15 @@ def test_descriptions_chosen_with_the_embedder_route_chunks_at_least_as_well_and
     for category in chosen.categories:  # still plain sentences of the same kinds
         assert category.description.endswith((".", "…")) and "\n" not in category.description
         assert category.description.split(" ", 1)[0] in {"About", "Covers", "Includes", "For"}
+
+
+def test_an_unavailable_embedder_leaves_the_full_descriptions(corpus) -> None:
+    from knowtology_cli.errors import EmbeddingError
+
+    items, _, vectors, plain = corpus
+
+    def down(texts: list[str]) -> np.ndarray:
+        raise EmbeddingError("provider unreachable")
+
+    reply = build_cluster_tree(items, vectors, embed_names=down)
+    assert [(c.path, c.description) for c in reply.categories] == [(c.path, c.description) for c in plain.categories]

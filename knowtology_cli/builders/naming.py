@@ -30,6 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..errors import KnowtologyError
 from .params import DEFAULT_PARAMS, TreeParams
 from .terms import (
     PHRASE,
@@ -372,7 +373,13 @@ class Namer:
         kids = parent.children
         options = [self._variants(c) for c in kids]
         texts = [f"{c.name} — {d}" if d else c.name for c, opts in zip(kids, options, strict=True) for d in opts]
-        embedded = _normalise(np.asarray(self.embed(texts), dtype=np.float32))
+        try:
+            embedded = _normalise(np.asarray(self.embed(texts), dtype=np.float32))
+        except KnowtologyError:  # the embedder is unavailable (a provider down, no key): the offline
+            self.vectors = None  # build does not need it, so every node keeps its full description
+            for child in kids:
+                child.description = self.description(child)
+            return
         rows = np.concatenate([c.members for c in kids])
         own = np.repeat(np.arange(len(kids)), [len(c.members) for c in kids])
         chunk = self.vectors[rows]

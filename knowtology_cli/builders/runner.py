@@ -200,19 +200,27 @@ def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
         kb.tree.apply(collection, [], [], replace=True)
         return
     message(f"clustering {len(items)} chunks…")
-    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(kb, collection))
+    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(kb, collection, message))
     apply_reply(kb, collection, reply, hashes, replace=True)
 
 
-def query_embedder(kb: KnowledgeBase, collection: str) -> Callable[[list[str]], np.ndarray]:
+def query_embedder(kb: KnowledgeBase, collection: str,
+                   message: Callable[[str], None] | None = None) -> Callable[[list[str]], np.ndarray]:
     """Embeds texts as queries with the collection's embedder, in its batches (loaded on first use),
-    so the namer can judge descriptions the way a search or a router reads them."""
+    so the namer can judge descriptions the way a search or a router reads them. An embedder error
+    is passed to ``message`` and raised (the namer then keeps the full descriptions)."""
+    from ..errors import KnowtologyError
 
     def embed(texts: list[str]) -> np.ndarray:
-        embedder = kb.embedder_for(collection)
-        size = max(1, embedder.batch_size)
-        parts = [np.asarray(embedder.embed_batch(texts[i:i + size], "query"), dtype=np.float32)
-                 for i in range(0, len(texts), size)]
+        try:
+            embedder = kb.embedder_for(collection)
+            size = max(1, embedder.batch_size)
+            parts = [np.asarray(embedder.embed_batch(texts[i:i + size], "query"), dtype=np.float32)
+                     for i in range(0, len(texts), size)]
+        except KnowtologyError as exc:
+            if message is not None:
+                message(f"descriptions not chosen by routing (embedder unavailable: {exc})")
+            raise
         return np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), dtype=np.float32)
 
     return embed
