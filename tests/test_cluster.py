@@ -536,3 +536,45 @@ def test_the_root_split_prefers_balance_only_when_the_data_allows_it() -> None:
     free = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS)
     balanced = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25)
     assert np.bincount(free).max() == 80 and np.bincount(balanced).max() <= 0.25 * len(x)
+
+
+def test_descriptions_chosen_with_the_embedder_route_chunks_at_least_as_well_and_keep_the_shape(corpus) -> None:
+    from types import SimpleNamespace
+
+    from knowtology_cli.bench.tree import name_routing
+
+    items, _, vectors, plain = corpus
+    embedder = get_embedder("hash")
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.stack([embedder.embed_query(t) for t in texts])
+
+    chosen = build_cluster_tree(items, vectors, embed_names=embed)
+    assert [c.path for c in chosen.categories] == [c.path for c in plain.categories]
+    assert [a.path for a in chosen.assignments] == [a.path for a in plain.assignments]
+    assert any(c.description != p.description for c, p in zip(chosen.categories, plain.categories, strict=True))
+
+    def routing(reply: TreeReply) -> list[float]:
+        nodes = [SimpleNamespace(path=c.path, name=c.path.rsplit("/", 1)[-1], description=c.description)
+                 for c in reply.categories]
+        leaves = {a.chunk_id: a.path for a in reply.assignments}
+        chunk_vectors = {it.chunk_id: vectors[i] for i, it in enumerate(items)}
+        return [row["routing"] for row in name_routing(nodes, leaves, chunk_vectors, embed)]
+
+    for got, before in zip(routing(chosen), routing(plain), strict=True):
+        assert got >= before
+    for category in chosen.categories:  # still plain sentences of the same kinds
+        assert category.description.endswith((".", "…")) and "\n" not in category.description
+        assert category.description.split(" ", 1)[0] in {"About", "Covers", "Includes", "For"}
+
+
+def test_an_unavailable_embedder_leaves_the_full_descriptions(corpus) -> None:
+    from knowtology_cli.errors import EmbeddingError
+
+    items, _, vectors, plain = corpus
+
+    def down(texts: list[str]) -> np.ndarray:
+        raise EmbeddingError("provider unreachable")
+
+    reply = build_cluster_tree(items, vectors, embed_names=down)
+    assert [(c.path, c.description) for c in reply.categories] == [(c.path, c.description) for c in plain.categories]

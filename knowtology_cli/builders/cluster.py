@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import BuildError
 from ..models import Assignment, Category, TreeReply
-from .naming import Node, name_nodes
+from .naming import EmbedTexts, Node, name_nodes
 from .params import DEFAULT_PARAMS, TreeParams
 from .snippets import make_snippet
 from .terms import TermIndex, build_term_index, lsa_features
@@ -317,6 +317,7 @@ def build_cluster_tree(
     text_weight: float = 0.2,
     doc_weight: float = 1.0,
     params: TreeParams = DEFAULT_PARAMS,
+    embed_names: EmbedTexts | None = None,
 ) -> TreeReply:
     """Build a topical category tree offline, in the shape an LLM build call returns.
 
@@ -337,6 +338,8 @@ def build_cluster_tree(
         text_weight: Share of the LSA text features in the clustering space (0 disables them).
         doc_weight: Pull of a chunk towards its document's mean (0 disables it).
         params: Every other threshold of clustering and naming (see :class:`.params.TreeParams`).
+        embed_names: The collection's embedder for texts as queries; when given, each node's
+            description is chosen among variants by how well it routes chunks among its siblings.
 
     Raises:
         BuildError: when items and vectors do not line up or chunk ids repeat.
@@ -364,7 +367,7 @@ def build_cluster_tree(
     depth = _effective_depth(n, max_depth, min_leaf)
     root = Node(members=np.arange(n), level=0)
     _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0], params)
-    name_nodes(root, index, items, x, doc_of, params)
+    name_nodes(root, index, items, x, doc_of, params, vectors=matrix, embed=embed_names)
 
     categories: list[Category] = []
     leaf_of = np.empty(n, dtype=object)
@@ -406,12 +409,13 @@ def name_tree(
     text_weight: float = 0.2,
     doc_weight: float = 1.0,
     params: TreeParams = DEFAULT_PARAMS,
+    embed_names: EmbedTexts | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Offline names for a tree whose shape is given: ``leaf_of[i]`` is item ``i``'s leaf path.
 
     Returns ``{given path: (name, description)}`` for every node (each path prefix). The shape is
     kept as it is; only names and descriptions are (re)computed from the members, as a full build
-    would name them. Incremental builds use it to refresh nodes whose membership changed.
+    would name them (``embed_names`` as in :func:`build_cluster_tree`). Incremental builds use it to refresh nodes whose membership changed.
     """
     n = len(items)
     matrix = np.asarray(vectors, dtype=np.float32)
@@ -440,7 +444,7 @@ def name_tree(
         node.children.sort(key=lambda c: (-len(c.members), int(c.members[0])))
 
     grow(root, "", root.members)
-    name_nodes(root, index, items, x, doc_of, params)
+    name_nodes(root, index, items, x, doc_of, params, vectors=matrix, embed=embed_names)
     out: dict[str, tuple[str, str]] = {}
 
     def collect(node: Node) -> None:

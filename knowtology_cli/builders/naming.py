@@ -14,18 +14,23 @@ the child uncovered. A grab-bag child, where no term covers half of it, is named
 distinctive terms that together cover it (a set cover), never by its largest member alone. Words of
 an ancestor's name and words found in most documents of the collection never name a node. A
 description says in plain sentences what a node holds: its next distinctive terms, its children
-(for a parent) or example titles (for a leaf). Every threshold is in :class:`.params.TreeParams`.
+(for a parent), the titles of its most typical members and a passage of its most typical chunk.
+When the collection's embedder is at hand, each top-level sibling group's descriptions are chosen among a few
+variants made of those parts (each with and without one part): the combination under which the
+embedder sends most member chunks to their own node rather than to a sibling, i.e. the description a
+reader routing by meaning would find most telling. Every threshold is in :class:`.params.TreeParams`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from ..errors import KnowtologyError
 from .params import DEFAULT_PARAMS, TreeParams
 from .terms import (
     PHRASE,
@@ -37,7 +42,10 @@ from .terms import (
     term_counts,
 )
 
-__all__ = ["Node", "NamedItem", "Namer", "name_nodes"]
+__all__ = ["EmbedTexts", "Node", "NamedItem", "Namer", "name_nodes"]
+
+#: Embeds texts as queries with the collection's embedder: one row per text.
+EmbedTexts = Callable[[list[str]], np.ndarray]
 
 FALLBACK_NAME = "Other"
 _TOLERANCE = 1e-12  # shares are sums of float weights: 0.5 may come out as 0.49999999999999994
@@ -85,8 +93,12 @@ class Namer:
     """Names and describes the nodes of one collection (see the module docstring for the method)."""
 
     def __init__(self, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
-                 params: TreeParams = DEFAULT_PARAMS) -> None:
+                 params: TreeParams = DEFAULT_PARAMS, *, vectors: np.ndarray | None = None,
+                 embed: EmbedTexts | None = None) -> None:
         self.index, self.items, self.x, self.doc_of, self.params = index, items, x, doc_of, params
+        # The chunks' own embeddings and the embedder, to choose descriptions by routing (optional).
+        self.vectors = None if vectors is None or embed is None else _normalise(np.asarray(vectors, np.float32))
+        self.embed = embed
         n = len(items)
         blocked = corpus_wide_terms(index, doc_of, params.corpus_wide_share, params.corpus_wide_min_docs)
         self.nameable = np.where(blocked, 0.0, index.nameability)
@@ -303,12 +315,21 @@ class Namer:
     # ------------------------------------------------------------------ descriptions
 
     def _describe(self, node: Node) -> None:
+        if self.vectors is not None and len(node.children) > 1 and node.level < self.params.routed_description_levels:
+            self._describe_by_routing(node)
+        else:
+            for child in node.children:
+                child.description = self.description(child)
         for child in node.children:
-            child.description = self.description(child)
             self._describe(child)
 
     def description(self, node: Node) -> str:
         """Plain sentences: what the node is about beyond its name, its parts and example titles."""
+        return " ".join(self._parts(node))
+
+    def _parts(self, node: Node, more: int = 1) -> list[str]:
+        """The sentences of a full description, in order (each may be missing); ``more`` times the
+        usual number of example titles and passages."""
         p, index = self.params, self.index
         said = set(_words_of(node.name))
         terms: list[str] = []
@@ -324,17 +345,84 @@ class Namer:
             sentences.append(f"About {_and(terms)}.")
         if node.children:
             names = [c.name for c in node.children[: p.description_children]]
-            more = len(node.children) - len(names)
-            sentences.append(f"Covers {_and(names + ([f'{more} more'] if more else []))}.")
-        titles = self._example_titles(node)
+            rest = len(node.children) - len(names)
+            sentences.append(f"Covers {_and(names + ([f'{rest} more'] if rest else []))}.")
+        titles = self._example_titles(node, p.description_titles * more)
         if titles:
             sentences.append(f"Includes {_and(titles)}.")
-        typical = self._typical_passages(node)
+        typical = self._typical_passages(node, p.description_passages * more)
         if typical:
             sentences.append("For example: " + " ".join(typical))
-        return " ".join(sentences)
+        return sentences
 
-    def _typical_passages(self, node: Node) -> list[str]:
+    def _variants(self, node: Node) -> list[str]:
+        """Candidate descriptions: the full one first, each with one sentence left out, and one with
+        twice the example titles and passages (more of the node's typical content)."""
+        parts = self._parts(node)
+        out = [" ".join(parts)]
+        if len(parts) > 1:
+            out += [" ".join(parts[:i] + parts[i + 1:]) for i in range(len(parts))]
+        out.append(" ".join(self._parts(node, more=2)))
+        return list(dict.fromkeys(out))
+
+    def _describe_by_routing(self, parent: Node) -> None:
+        """Give the children of ``parent`` the descriptions (one variant each) under which the
+        embedder routes most member chunks to their own child; ties go to the larger mean margin,
+        then to the fuller description. Coordinate ascent from the full descriptions."""
+        assert self.vectors is not None and self.embed is not None
+        kids = parent.children
+        options = [self._variants(c) for c in kids]
+        texts = [f"{c.name} — {d}" if d else c.name for c, opts in zip(kids, options, strict=True) for d in opts]
+        try:
+            embedded = _normalise(np.asarray(self.embed(texts), dtype=np.float32))
+        except KnowtologyError:  # the embedder is unavailable (a provider down, no key): the offline
+            self.vectors = None  # build does not need it, so every node keeps its full description
+            for child in kids:
+                child.description = self.description(child)
+            return
+        rows = np.concatenate([c.members for c in kids])
+        own = np.repeat(np.arange(len(kids)), [len(c.members) for c in kids])
+        chunk = self.vectors[rows]
+        sims, start = [], 0
+        for opts in options:
+            sims.append(chunk @ embedded[start:start + len(opts)].T)  # rows x variants of one child
+            start += len(opts)
+        pick = [0] * len(kids)
+        at = np.arange(len(rows))
+        half = self.doc_of[rows] % 2  # two halves of the documents: a change must help both
+
+        def score(choice: Sequence[int]) -> np.ndarray:
+            s = np.stack([sims[k][:, o] for k, o in enumerate(choice)], axis=1)
+            mine = s[at, own]
+            s[at, own] = -np.inf
+            margin = mine - s.max(axis=1)
+            right = (margin > 0).astype(np.float64)
+            return np.array([[right[half == h].sum(), margin[half == h].sum()] for h in (0, 1)])
+
+        def better(new: np.ndarray, old: np.ndarray) -> bool:
+            """More chunks routed right without fewer in either half; at equal counts in both halves,
+            a larger margin in both (a choice fitting one half's chunks only is noise)."""
+            if (new[:, 0] >= old[:, 0]).all() and new[:, 0].sum() > old[:, 0].sum():
+                return True
+            return bool((new[:, 0] == old[:, 0]).all() and (new[:, 1] > old[:, 1]).all())
+
+        best = score(pick)
+        for _ in range(self.params.description_passes):
+            moved = False
+            for k in range(len(kids)):
+                for o in range(len(options[k])):
+                    if o == pick[k]:
+                        continue
+                    trial = pick[:k] + [o] + pick[k + 1:]
+                    got = score(trial)
+                    if better(got, best):
+                        best, pick, moved = got, trial, True
+            if not moved:
+                break
+        for child, opts, o in zip(kids, options, pick, strict=True):
+            child.description = opts[o]
+
+    def _typical_passages(self, node: Node, count: int) -> list[str]:
         """Snippets of the chunks nearest the node's centre (from different documents)."""
         from .snippets import make_snippet
 
@@ -349,11 +437,11 @@ class Namer:
             item = self.items[row]
             snippet = make_snippet(item.text, item.title, self.params.passage_chars)
             out.append(snippet if snippet.endswith((".", "…", "?", "!")) else snippet + ".")
-            if len(out) >= self.params.description_passages:
+            if len(out) >= count:
                 break
         return out
 
-    def _example_titles(self, node: Node) -> list[str]:
+    def _example_titles(self, node: Node, count: int) -> list[str]:
         """Document titles (else file names) of the node's most typical chunks: those nearest its centre."""
         p = self.params
         sub = self.x[node.members]
@@ -368,7 +456,7 @@ class Namer:
             else:
                 continue
             titled[title] = titled.get(title, 0.0) + max(float(score), 0.0)
-        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][: p.description_titles]
+        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][:count]
         return [t if len(t) <= p.max_title_chars else t[: p.max_title_chars - 1].rstrip() + "…" for t in top]
 
 
@@ -402,6 +490,10 @@ def _set_paths(node: Node) -> None:
 
 
 def name_nodes(root: Node, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
-               params: TreeParams = DEFAULT_PARAMS) -> None:
-    """Name and describe every node under ``root`` (its structure fixed) and set the paths."""
-    Namer(index, items, x, doc_of, params).name(root)
+               params: TreeParams = DEFAULT_PARAMS, *, vectors: np.ndarray | None = None,
+               embed: EmbedTexts | None = None) -> None:
+    """Name and describe every node under ``root`` (its structure fixed) and set the paths.
+
+    With ``vectors`` (the chunks' embeddings) and ``embed`` (the same embedder, for texts as
+    queries), descriptions are chosen by how well they route member chunks among siblings."""
+    Namer(index, items, x, doc_of, params, vectors=vectors, embed=embed).name(root)

@@ -159,6 +159,14 @@ class TreeParams:
     description_children: int = 4
     #: Longest example title shown before it is cut.
     max_title_chars: int = 50
+    #: Rounds of choosing each sibling's description variant given the others' (coordinate ascent
+    #: on routing accuracy); it stops earlier when a round changes nothing. Each round is cheap
+    #: (the variants are embedded once); 2 lets a choice react to its siblings' first choices.
+    description_passes: int = 2
+    #: Levels whose descriptions are chosen by routing (1 = the top-level nodes, where browsing and
+    #: routing start). Deeper sibling groups are small: on documents held out of the choice it gained
+    #: nothing at level 2 and lost at level 3 (docs/benchmarks.md §4), so there the full description stays.
+    routed_description_levels: int = 1
 
 
 DEFAULT_PARAMS = TreeParams()

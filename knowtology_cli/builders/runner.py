@@ -200,8 +200,30 @@ def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
         kb.tree.apply(collection, [], [], replace=True)
         return
     message(f"clustering {len(items)} chunks…")
-    reply = build_cluster_tree(items, matrix)
+    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(kb, collection, message))
     apply_reply(kb, collection, reply, hashes, replace=True)
+
+
+def query_embedder(kb: KnowledgeBase, collection: str,
+                   message: Callable[[str], None] | None = None) -> Callable[[list[str]], np.ndarray]:
+    """Embeds texts as queries with the collection's embedder, in its batches (loaded on first use),
+    so the namer can judge descriptions the way a search or a router reads them. An embedder error
+    is passed to ``message`` and raised (the namer then keeps the full descriptions)."""
+    from ..errors import KnowtologyError
+
+    def embed(texts: list[str]) -> np.ndarray:
+        try:
+            embedder = kb.embedder_for(collection)
+            size = max(1, embedder.batch_size)
+            parts = [np.asarray(embedder.embed_batch(texts[i:i + size], "query"), dtype=np.float32)
+                     for i in range(0, len(texts), size)]
+        except KnowtologyError as exc:
+            if message is not None:
+                message(f"descriptions not chosen by routing (embedder unavailable: {exc})")
+            raise
+        return np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), dtype=np.float32)
+
+    return embed
 
 
 def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
@@ -350,7 +372,8 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
     rows = [i for i, item in enumerate(items) if item.chunk_id in leaf_of]
     if not rows:
         return []
-    names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows])
+    names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows],
+                      embed_names=query_embedder(kb, collection))
     stale = {n.path for n in touched if is_stale(n, params)}
     siblings: dict[int | None, set[str]] = {}
     for n in nodes:
