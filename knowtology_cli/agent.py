@@ -7,7 +7,8 @@ and its compact text goes back as the tool result. The loop ends at a text answe
 
 An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
 this run (``km_read_chunks``, a repeat read included); ids it merely saw in search results or the
-map don't count. An uncited answer is asked for once more, saying why (it may read first); if the
+map don't count. An uncited answer is asked for once more, saying why (it may read first; when it
+has found no chunk id at all, kt searches for the question and lists the hits); if the
 second answer is still uncited, :attr:`AskResult.uncited` is True (``kt ask`` then warns and exits
 with :data:`EXIT_UNCITED`).
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError
@@ -49,12 +50,21 @@ REASK_TURNS = 4
 SEEN_IN_HINT = 8
 
 
-def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = ()) -> str:
-    """What the model is told when its answer cites no chunk it read."""
+def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = (), found: str = "") -> str:
+    """What the model is told when its answer cites no chunk it read.
+
+    ``found`` is the hit list of a search kt ran for the question itself (when the model had found no
+    chunk id to read: its searches failed or it never searched), shown so it has real ids to read.
+    """
     example = f"[{read_ids[0]}]" if read_ids else "[the chunk id]"
-    have = (f"You have read these chunks: {', '.join(read_ids)}." if read_ids else
-            "You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
-            + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
+    if read_ids:
+        have = f"You have read these chunks: {', '.join(read_ids)}."
+    elif found:
+        have = ("You have not read any chunk yet and found none to read. A search for the question found these; "
+                f"call km_read_chunks on the most relevant ids first:\n{found}\n")
+    else:
+        have = ("You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
+                + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
     return ("Your answer does not cite a chunk you read. " + have + " Answer again from chunks you have read, "
             f"citing each fact with its chunk id in square brackets, e.g. {example}. If the chunks you read do not "
             "contain the answer, say so and cite the chunks you read.")
@@ -65,7 +75,8 @@ class AskStep:
     """One tool call the agent made, with what it cost and returned.
 
     ``input_tokens``/``output_tokens``/``cost_usd`` are the model turn that asked for the call
-    (shared by the calls of one turn); ``result_tokens`` is the size of the text sent back.
+    (shared by the calls of one turn; 0 for the search kt runs itself before a re-ask);
+    ``result_tokens`` is the size of the text sent back.
     """
 
     step: int
@@ -152,7 +163,16 @@ def ask(
         if result.cited or result.reasked:
             break
         result.reasked = True  # once: say why and let it read before answering again
-        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen))))
+        found = ""
+        if not result.read_ids and not seen:
+            # Nothing to read (a small model's searches often fail on a bad argument): search for the
+            # question with the default search, as a step of the trail, so the re-ask names real ids.
+            step = _run_call(tools, "km_search_chunks", {"query": question}, turn_no, None, seen, result)
+            step = replace(step, summary=f"{step.summary} (kt searched the question for the re-ask)")
+            result.steps.append(step)
+            on_step(step)
+            found = "" if step.error or not seen else step.output
+        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen), found)))
         budget = turn_no + REASK_TURNS
     result.uncited = not result.stopped and not result.cited
     return result
@@ -183,8 +203,8 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
         if name == "km_read_chunks" and seen:  # small models invent ids: show the real ones to copy
             text += f" — ids from your searches, to copy exactly: {', '.join(list(seen)[-SEEN_IN_HINT:])}"
     return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text, summary=summary, error=error,
-                   input_tokens=turn.input_tokens, output_tokens=turn.output_tokens, cost_usd=turn.cost_usd,
-                   result_tokens=count_tokens(text))
+                   input_tokens=turn.input_tokens if turn else 0, output_tokens=turn.output_tokens if turn else 0,
+                   cost_usd=turn.cost_usd if turn else 0.0, result_tokens=count_tokens(text))
 
 
 def _summarise(record: Any) -> str:

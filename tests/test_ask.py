@@ -162,3 +162,43 @@ def test_invented_ids_get_the_real_ones_to_copy(agent_store_copy) -> None:
     assert result.steps[1].error and "ids from your searches, to copy exactly: " in result.steps[1].output
     assert "ret-1" in result.steps[1].output.split("to copy exactly: ")[1]
     assert result.cited == ["ret-1"] and not result.reasked
+
+
+def test_with_no_chunk_found_the_reask_lists_what_a_search_for_the_question_finds(agent_store_copy) -> None:
+    # Recorded from Qwen2.5-Coder-0.5B on sample_corpus: its only search named a category that is not a
+    # path, it answered with the tool's error text, and after the re-ask it had no id to read.
+    script = [
+        {"tool_calls": [{"name": "km_search_keyword",
+                         "arguments": {"keywords": "perishable item, refund", "top_k": 1, "under": "Returns"}}]},
+        {"text": "Error: no category 'Returns' in collection 'default'"},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days of purchase [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [s["tool"] for s in result["steps"]] == ["km_search_keyword", "km_search_chunks", "km_read_chunks"]
+    assert result["steps"][0]["error"] and "kt searched the question" in result["steps"][1]["summary"]
+    assert result["steps"][1]["arguments"] == {"query": "How long do customers have to ask for a refund?"}
+    reask = bodies[2]["messages"][-1]["content"]
+    assert "A search for the question found these" in reask and "ret-1" in reask
+    assert result["reasked"] and result["cited"] == ["ret-1"] and not result["uncited"]
+
+
+def test_the_question_is_not_searched_for_the_model_once_it_has_ids(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[
+        {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "password length", "top_k": 2}}]},
+        {"text": "Passwords need 14 characters."},  # uncited, but it has ids to read
+        {"text": "Passwords need 14 characters."},
+    ])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="no-extra-search")
+    result = ask("How long must passwords be?", tools, llm)
+    tools.close()
+    assert [s.tool for s in result.steps] == ["km_search_chunks"] and result.uncited
+    assert "ids from your searches" in llm.calls[-1].messages[-1].content
