@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import KnowtologyError
+from .errors import KnowtologyError, NotFoundError
 from .models import ReadResult, SearchResult
 from .tools import TOOLS, error_text
 
@@ -45,6 +45,9 @@ EXIT_UNCITED = 3
 #: Turns allowed after the re-ask (to search and read before answering again).
 REASK_TURNS = 4
 
+
+#: Searches whose optional ``under`` scope is dropped, with a note, when it names no category.
+_SCOPED_SEARCHES = frozenset({"km_search_chunks", "km_search_keyword"})
 
 #: How many of the ids seen in search results a hint lists.
 SEEN_IN_HINT = 8
@@ -124,7 +127,8 @@ def ask(
     """Let ``llm`` explore with the four tools until it answers ``question`` (or ``max_steps`` turns).
 
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
-    can correct itself; provider failures raise ``LLMError``.
+    can correct itself — except a search scoped ``under`` a category that does not exist, which
+    searches the whole collection with a note saying so; provider failures raise ``LLMError``.
     """
     from .llm.base import ChatMessage, ToolSpec
 
@@ -186,10 +190,20 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
               seen: dict[str, None], result: AskResult) -> AskStep:
     from .tokens import count_tokens
 
+    note = ""
     try:
-        out = tools.run(name, arguments)
-        text, error = out.text, False
-        summary = _summarise(out.result)
+        try:
+            out = tools.run(name, arguments)
+        except NotFoundError as exc:
+            if name not in _SCOPED_SEARCHES or not arguments.get("under"):
+                raise
+            # Small models scope a search with a category name that is not a path (under='Returns'
+            # for 'Support/Return'): a dead end they repeat. Search everywhere and say so.
+            out = tools.run(name, {k: v for k, v in arguments.items() if k != "under"})
+            note = (f"Note: {exc.message}; searched the whole collection instead"
+                    + (f" (hint: {exc.hint})" if exc.hint else "") + ".\n")
+        text, error = note + out.text, False
+        summary = _summarise(out.result) + (" (scope not found: searched everywhere)" if note else "")
         if isinstance(out.result, ReadResult):
             for chunk in out.result.chunks:
                 if chunk.chunk_id not in result.read_ids:
