@@ -177,6 +177,7 @@ def audit_store(store: Path, collection: str = "default", *, expected: dict[str,
     ``states`` are the id sets the store may hold (old or new), rows and mappings alike.
     """
     from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.stores.lance import LanceVectorStore
 
     out = Audit()
     if cli_status:
@@ -194,7 +195,8 @@ def audit_store(store: Path, collection: str = "default", *, expected: dict[str,
                 out.rows_lost = len(expected)
                 out.problems.append("collection missing")
             return out
-        ds = kb.vectors._dataset(collection) if hasattr(kb.vectors, "_dataset") else None
+        backend = kb.vectors.backend_for(collection)
+        ds = backend.dataset(collection) if isinstance(backend, LanceVectorStore) else None
         if ds is not None:
             table = ds.to_table(columns=["chunk_id", "content_hash"])
             ids = table.column("chunk_id").to_pylist()

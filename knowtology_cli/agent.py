@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError, NotFoundError
 from .models import ReadResult, SearchResult
-from .tools import TOOLS, error_text
+from .tool_specs import TOOLS, error_text
 
 if TYPE_CHECKING:
     from .llm.base import LLMClient

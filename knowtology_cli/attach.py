@@ -46,8 +46,8 @@ def attach_lance_table(
     embedder's dimension matches it; the table itself is only read.
     """
     from knowtology_cli.config import validate_name
-    from knowtology_cli.embedders import canonical_name, get_embedder
-    from knowtology_cli.stores.lance import _fts_columns
+    from knowtology_cli.embedders import canonical_name
+    from knowtology_cli.stores.lance import fts_columns
 
     name = validate_name("collection", name)
     uri = _table_uri(table)
@@ -55,7 +55,7 @@ def attach_lance_table(
     ds = store.dataset()
     dimension = store.dimension()
     model_name = canonical_name(embedder)
-    model = (kb._embedder_factory or get_embedder)(model_name)
+    model = kb.make_embedder(model_name)
     if model.dimension != dimension:
         raise EmbeddingError(
             f"embedder {model_name} makes {model.dimension}-d vectors, column {columns.vector!r} holds {dimension}-d",
@@ -71,10 +71,8 @@ def attach_lance_table(
                               "`kt detach` it first (an attached table is never modified)")
     else:
         kb.tree.ensure_collection(CollectionInfo(name=name, embedder=model_name, dimension=dimension, source=source))
-    forget = getattr(kb.vectors, "forget", None)
-    if forget is not None:
-        forget(name)
-    indexed = sorted(_fts_columns(ds) & {c for c in (columns.text, columns.title) if c})
+    kb.vectors.forget(name)
+    indexed = sorted(fts_columns(ds) & {c for c in (columns.text, columns.title) if c})
     return AttachReport(collection=name, table=uri, rows=ds.count_rows(), dimension=dimension, embedder=model_name,
                         columns=columns.to_dict(), table_version=ds.version, keyword_index=indexed,
                         already_attached=existing is not None)
@@ -88,7 +86,5 @@ def detach(kb: KnowledgeBase, name: str) -> str:
     if not (info.source or {}).get("attached"):
         raise ConfigError(f"collection {name!r} is not attached", hint="only `kt attach`ed collections detach")
     kb.tree.drop_collection(name)
-    forget = getattr(kb.vectors, "forget", None)
-    if forget is not None:
-        forget(name)
+    kb.vectors.forget(name)
     return name

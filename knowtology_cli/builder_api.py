@@ -12,8 +12,6 @@ database shared by :mod:`knowtology_cli.adapters.memory`, where a later
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -81,10 +79,9 @@ class TreeBuilder:
             raise ConfigError("no chunks given", hint='pass chunks=[{"text": ..., "chunk_id": ...}, ...]')
         for row in rows:
             row.setdefault("file_name", collection_id)
-        feed = io.StringIO("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
         kb = self.kb
-        ingested = kb.ingest(["-"], collection=collection_id, embedder=self.embedder.name if self.embedder else None,
-                             stdin=feed)
+        ingested = kb.add_chunks(rows, collection=collection_id,
+                                 embedder=self.embedder.name if self.embedder else None)
         report = kb.build(collection=collection_id, builder="llm" if self.llm is not None else "cluster",
                           llm=self.llm, rebuild=rebuild, concurrency=self.concurrency)
         return {

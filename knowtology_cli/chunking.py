@@ -266,9 +266,9 @@ def chunk_document(
     chunks: list[DocChunk] = []
     for draft in drafts:
         text = draft.text
-        section = TITLE_SEPARATOR.join(draft.trail)
+        trail = TITLE_SEPARATOR.join(draft.trail)
         chunks.append(DocChunk(
-            index=len(chunks), text=text, title=section or fallback, section=section, unit=document.unit,
+            index=len(chunks), text=text, title=trail or fallback, section=trail, unit=document.unit,
             start=min(p.start for p in draft.pieces), end=max(p.end for p in draft.pieces),
             tokens=draft.estimate,
         ))

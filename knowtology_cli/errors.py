@@ -18,6 +18,8 @@ MCP returns an error result. Messages never contain secrets.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KnowtologyError(Exception):
     """Base of every error this package raises on purpose."""
@@ -94,6 +96,8 @@ class LLMError(KnowtologyError):
 
     code = "llm"
     http_status = 502
+    #: what the failed call spent (an ``llm.base.CallUsage``, set by the client; None before any attempt)
+    usage: Any = None
 
 
 class LLMOutputError(LLMError):

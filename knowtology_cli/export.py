@@ -21,7 +21,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, InputError
-from .models import Chunk, ChunkMapping, TreeNode
+from .export_common import (
+    check_link_base,
+    children_index,
+    display_title,
+    source_href,
+    summary_line,
+)
+from .models import Chunk, ChunkMapping, TreeNode, split_path
 
 SCHEMA = "knowtology-tree"
 SCHEMA_VERSION = 1
@@ -33,7 +40,6 @@ MERMAID_MAX_EDGES = 500
 MERMAID_MAX_TEXT = 50_000
 _IDENT = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SAFE_SCHEMES = ("http", "https", "file")
 
 
 class _Entry(BaseModel):
@@ -192,8 +198,6 @@ def parse_document(data: str | bytes | Mapping[str, Any] | TreeDocument, label: 
 
 
 def _check_consistency(doc: TreeDocument, label: str) -> None:
-    from .stores.sqlite import split_path
-
     if doc.builder is not None and not _IDENT.match(doc.builder):
         raise InputError(f"{label}: builder: {doc.builder!r} is not a plain name")
     paths: set[str] = set()
@@ -232,73 +236,6 @@ def _check_consistency(doc: TreeDocument, label: str) -> None:
 
 # rendering ------------------------------------------------------------------------------------
 
-def children_index(doc: TreeDocument) -> tuple[dict[str, list[NodeEntry]], dict[str, list[ChunkEntry]]]:
-    """Child categories by parent path (``"root"`` for the top, by name) and chunks by leaf path."""
-    kids: dict[str, list[NodeEntry]] = {}
-    paths = {n.path for n in doc.nodes}
-    for node in doc.nodes:
-        parent = node.path.rsplit("/", 1)[0] if "/" in node.path else "root"
-        kids.setdefault(parent if parent in paths else "root", []).append(node)
-    for value in kids.values():
-        value.sort(key=lambda n: n.name)
-    leaves: dict[str, list[ChunkEntry]] = {}
-    for chunk in doc.chunks:
-        leaves.setdefault(chunk.path, []).append(chunk)
-    return kids, leaves
-
-
-def _check_link_base(link_base: str) -> str:
-    if not link_base:
-        return ""
-    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", link_base)
-    if scheme and scheme.group(1).lower() not in _SAFE_SCHEMES:
-        raise ConfigError(f"unsupported link base {link_base!r}",
-                          hint="use an http(s):// or file:// URL, or a relative directory such as ../docs/")
-    return link_base if link_base.endswith("/") else link_base + "/"
-
-
-def source_href(chunk: ChunkEntry, link_base: str = "") -> str | None:
-    """The link to the chunk's source file (``link_base`` + file, a ``#L`` or ``#page=`` fragment), or None."""
-    from urllib.parse import quote
-
-    if not chunk.file_name:
-        return None
-    # quoting ':' keeps any file name relative: it can never become a javascript: or data: URL
-    path = quote(chunk.file_name.replace("\\", "/"), safe="/")
-    path = re.sub(r"^/+", "/", path)
-    href = (link_base.rstrip("/") + "/" + path.lstrip("/")) if link_base else path
-    if chunk.lines:
-        href += f"#L{chunk.lines[0]}-L{chunk.lines[1]}"
-    elif chunk.pages:
-        href += f"#page={chunk.pages[0]}"
-    return href
-
-
-def source_label(chunk: ChunkEntry) -> str:
-    """``file:120-164`` (lines), ``file:p3-4`` (pages), else the file name — the form ``kt read`` cites."""
-    label = chunk.file_name or chunk.doc_id
-    for prefix, span in (("", chunk.lines), ("p", chunk.pages)):
-        if span:
-            return f"{label}:{prefix}{span[0]}" + (f"-{span[1]}" if span[1] != span[0] else "")
-    return label
-
-
-def summary_line(doc: TreeDocument) -> str:
-    """``232 chunks · 64 categories · built with cluster`` for page and outline headers."""
-    parts = [f"{doc.chunk_count} chunks", f"{len(doc.nodes)} categories"]
-    if doc.builder:
-        parts.append(f"built with {doc.builder}")
-    if doc.unmapped:
-        parts.append(f"{len(doc.unmapped)} unmapped")
-    return " · ".join(parts)
-
-
-def display_title(doc: TreeDocument) -> str:
-    """The collection, and the exported subtree's path when there is one."""
-    return doc.collection + ("" if doc.root == "root" else f" › {doc.root.replace('/', ' › ')}")
-
-
-# CommonMark: these always start inline markup; '_' only at a word edge, '&' only as an entity
 _MD_ALWAYS = re.compile(r"([\\`*\[\]<>~])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|&(?=#?\w+;)")
 _MD_BLOCK_START = re.compile(r"^(\s*)(?:([#+\-=>|])|(\d+)([.)]))")
 
@@ -312,7 +249,7 @@ def _md(text: str) -> str:
 
 def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: str = "") -> str:
     """A nested list: ``**name** (count) — description``; chunks as ``[id](source) snippet`` under leaves."""
-    base = _check_link_base(link_base)
+    base = check_link_base(link_base)
     kids, leaves = children_index(doc)
     out = [f"# Knowledge map: {_md(display_title(doc))}", "", _md(summary_line(doc)), ""]
     top_level = min((n.level for n in doc.nodes), default=1)
@@ -387,7 +324,7 @@ def render_html(doc: TreeDocument, *, link_base: str = "") -> str:
     descriptions and snippets, a filter box, and a link per chunk to its source file."""
     from . import export_page
 
-    return export_page.render(doc, link_base=_check_link_base(link_base))
+    return export_page.render(doc, link_base=check_link_base(link_base))
 
 
 def render(doc: TreeDocument, fmt: str, *, depth: int | None = None, link_base: str = "") -> tuple[str, list[str]]:

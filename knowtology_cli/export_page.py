@@ -13,6 +13,8 @@ import hashlib
 from html import escape
 from typing import TYPE_CHECKING
 
+from .export_common import children_index, display_title, source_href, source_label, summary_line
+
 if TYPE_CHECKING:
     from .export import ChunkEntry, NodeEntry, TreeDocument
 
@@ -142,8 +144,6 @@ CONTENT_SECURITY_POLICY = (f"default-src 'none'; style-src {_csp_hash(_CSS)}; sc
 
 
 def _chunk_html(chunk: ChunkEntry, link_base: str) -> str:
-    from .export import source_href, source_label
-
     href = source_href(chunk, link_base)
     about = [f'<code class="cid">{escape(chunk.chunk_id)}</code>']
     if chunk.title:
@@ -174,8 +174,6 @@ def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[s
 
 def render(doc: TreeDocument, *, link_base: str = "") -> str:
     """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty)."""
-    from .export import children_index, display_title, summary_line
-
     kids, leaves = children_index(doc)
     title = display_title(doc)
     out = [

@@ -193,6 +193,43 @@ def read_inputs(
     return batch
 
 
+def read_records(
+    records: Iterable[Mapping[str, Any] | Chunk],
+    *,
+    sources: Mapping[str, Source] | None = None,
+    source_name: str | None = None,
+    replace: bool = False,
+    label: str = "<chunks>",
+) -> InputBatch:
+    """Read chunks given as Python objects (dicts with a JSONL line's fields, or ``Chunk``s) into
+    one validated batch, the way ``-`` reads JSONL lines: the source is ``stdin`` unless named and
+    every chunk is checked alike; a problem names ``<label>:N`` (N counts from 1)."""
+    batch = InputBatch()
+    registry = dict(sources or {})
+    if source_name is not None:
+        validate_source_name(source_name)
+    source = _claim(Source(source_name or STDIN_SOURCE, STDIN_ROOT, "stdin"), registry, set(), STDIN_ROOT, replace,
+                    explicit=source_name is not None)
+    batch.sources[source.name] = source
+    batch.scopes.add((source.name, ""))
+
+    def read() -> None:
+        found = False
+        for number, record in enumerate(records, start=1):
+            found = True
+            where = f"{label}:{number}"
+            obj = record.model_dump() if isinstance(record, Chunk) else record
+            chunk = _chunk_from_object(dict(obj) if isinstance(obj, Mapping) else obj, where, source.name, batch)
+            if chunk is not None:
+                batch.add(chunk, where)
+        batch.files.add(source.name)
+        if not found:
+            batch.problems.append(f"{label}: no chunks given — pass at least one chunk with a 'text'")
+
+    _read_owned(batch, source, "", read)
+    return batch
+
+
 def _plan(raw: str, registry: dict[str, Source], fresh: set[str], batch: InputBatch, name: str | None,
           replace: bool) -> tuple[Source, str] | None:
     """The source and the path inside it that ``raw`` reads; registers new sources in ``registry``."""

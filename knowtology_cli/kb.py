@@ -7,7 +7,7 @@ knows about terminals or HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -31,17 +31,19 @@ from .models import (
     SourceSummary,
     StatusReport,
     TreeNode,
+    split_path,
 )
 from .provenance import provenance
-from .stores.base import CollectionInfo, ScoredId, TreeStore, VectorStore
-from .stores.sqlite import split_path
+from .sessions import FileSessionStore, InMemorySessionStore
+from .stores.base import CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .export import TreeDocument
+    from .ingest import InputBatch
     from .llm.base import LLMClient
+    from .locking import StoreLock
     from .models import TreeExport, TreeImportReport
-    from .sessions import SessionStore
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
@@ -63,7 +65,7 @@ class KnowledgeBase:
     Args:
         tree_store: where the tree, mappings and LLM log live.
         vector_store: where chunk text and vectors live.
-        sessions: read-history store (None keeps histories in memory only).
+        sessions: read-history store (None keeps histories in this process's memory only).
         embedder: used for ingest and search; when None it is resolved from the collection's
             recorded embedder name on first use.
         embedder_factory: builds an embedder from a registry name (default: the registry).
@@ -80,18 +82,17 @@ class KnowledgeBase:
         embedder: Embedder | None = None,
         embedder_factory: Callable[[str], Embedder] | None = None,
         llm: LLMClient | None = None,
-        lock: Any = None,
+        lock: StoreLock | None = None,
         settings: Settings | None = None,
     ) -> None:
         self.tree = tree_store
         self.vectors = vector_store
-        self.sessions = sessions
+        self.sessions: SessionStore = sessions if sessions is not None else InMemorySessionStore()
         self._embedder = embedder
         self._embedder_factory = embedder_factory
         self.llm = llm
         self.lock = lock
         self.settings = settings
-        self._memory_reads: dict[tuple[str, str], list[str]] = {}
 
     # construction -------------------------------------------------------------------------
     @classmethod
@@ -106,10 +107,9 @@ class KnowledgeBase:
     def from_settings(cls, settings: Settings, **overrides: Any) -> KnowledgeBase:
         """Build the default parts for ``settings`` (SQLite tree store, Lance vector store)."""
         from .locking import StoreLock
-        from .sessions import SessionStore
 
         tree: TreeStore
-        sessions: Any = SessionStore(settings.store_dir / "sessions")
+        sessions: SessionStore = FileSessionStore(settings.store_dir / "sessions")
         if settings.tree_dsn and settings.tree_dsn.startswith(("postgresql://", "postgres://")):
             from .stores.pg import PostgresSessionStore, PostgresTreeStore
 
@@ -142,6 +142,21 @@ class KnowledgeBase:
         """Release store handles."""
         self.tree.close()
         self.vectors.close()
+
+    def collection_name(self, collection: str | None = None) -> str:
+        """``collection`` checked as a name, or the configured (else the default) collection when None."""
+        return self._collection(collection)
+
+    def session_name(self, session: str | None = None) -> str:
+        """``session`` checked as a name, or the configured (else the default) session when None."""
+        return self._session(session)
+
+    def make_embedder(self, name: str) -> Embedder:
+        """A new embedder for a registry name (``local``, ``openai:...``), made by this knowledge
+        base's embedder factory (the registry unless one was given)."""
+        from .embedders import get_embedder
+
+        return (self._embedder_factory or get_embedder)(name)
 
     # helpers ------------------------------------------------------------------------------
     def _collection(self, collection: str | None) -> str:
@@ -230,8 +245,7 @@ class KnowledgeBase:
         validated before anything is written; each upsert batch commits atomically, so a killed
         ingest resumes on re-run without re-embedding what already landed.
         """
-        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
-        from .ingest import read_inputs, require_valid
+        from .ingest import read_inputs
 
         started = time.perf_counter()
         name = self._collection(collection)
@@ -249,6 +263,56 @@ class KnowledgeBase:
         if rescan is not None:
             batch.scopes.add((rescan, ""))
             batch.sources.setdefault(rescan, registry[rescan])
+        return self._store_batch(name, info, batch, embedder=embedder, skip_invalid=skip_invalid, prune=prune,
+                                 replace=replace, progress=progress, message=message, started=started)
+
+    def add_chunks(
+        self,
+        chunks: Iterable[Mapping[str, Any] | Chunk],
+        *,
+        collection: str | None = None,
+        embedder: str | None = None,
+        skip_invalid: bool = False,
+        prune: bool = False,
+        source: str | None = None,
+        replace: bool = False,
+        progress: ProgressFn = _noop_progress,
+        message: MessageFn = _noop_message,
+    ) -> IngestReport:
+        """Add or update chunks given as Python objects: ``Chunk``s or dicts with a JSONL line's fields
+        (``text`` and optional ``chunk_id``, ``doc_id``, ``file_name``, ``chunk_index``, ``title``,
+        ``metadata``). They are checked, embedded and stored exactly as ``ingest(["-"])`` would store
+        the same objects as JSONL lines, under the source ``source`` (default ``stdin``); with
+        ``prune``, that source's stored chunks missing from ``chunks`` are deleted.
+        """
+        from .ingest import read_records
+
+        started = time.perf_counter()
+        name = self._collection(collection)
+        info = self.tree.get_collection(name)
+        registry = self._registry(name) if info is not None else {}
+        batch = read_records(chunks, sources=registry, source_name=source, replace=replace)
+        return self._store_batch(name, info, batch, embedder=embedder, skip_invalid=skip_invalid, prune=prune,
+                                 replace=replace, progress=progress, message=message, started=started)
+
+    def _store_batch(
+        self,
+        name: str,
+        info: CollectionInfo | None,
+        batch: InputBatch,
+        *,
+        embedder: str | None,
+        skip_invalid: bool,
+        prune: bool,
+        replace: bool,
+        progress: ProgressFn,
+        message: MessageFn,
+        started: float,
+    ) -> IngestReport:
+        """Validate a read batch, embed what is new or changed and write it (the second half of ingest)."""
+        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
+        from .ingest import require_valid
+
         require_valid(batch, skip_invalid)
         wanted = canonical_name(embedder) if embedder else None
         if info is not None and wanted and wanted != info.embedder:
@@ -256,7 +320,7 @@ class KnowledgeBase:
                 f"collection {name!r} was embedded with {info.embedder}, not {wanted}",
                 hint="drop --embedder, or ingest into another collection with -c NAME",
             )
-        if info is not None and self._read_only(name):
+        if info is not None and self.vectors.is_read_only(name):
             raise ConfigError(f"collection {name!r} is attached read-only; nothing is ingested into it",
                               hint="ingest into another collection with -c NAME")
         if self._embedder is not None and (wanted is None or canonical_name(self._embedder.name) == wanted):
@@ -298,12 +362,9 @@ class KnowledgeBase:
                                      batch.owners)
             if removed:
                 self._remove(name, removed)
-            stale = getattr(self.vectors, "indexes_stale", lambda _: False)(name)
-            if todo or removed or stale:
+            if todo or removed or self.vectors.indexes_stale(name):
                 message("updating full-text index…")
-                refresh = getattr(self.vectors, "refresh_indexes", None)
-                if refresh is not None:
-                    refresh(name)
+                self.vectors.refresh_indexes(name)
             total = self.vectors.count(name)
             self.tree.set_chunk_count(name, total)
         return IngestReport(
@@ -360,10 +421,6 @@ class KnowledgeBase:
         from .ingest import Source
 
         return {r.name: Source(r.name, r.root, r.kind) for r in self.tree.sources(collection)}
-
-    def _read_only(self, collection: str) -> bool:
-        check = getattr(self.vectors, "is_read_only", None)
-        return bool(check(collection)) if check is not None else self.vectors.read_only
 
     def _rescan_paths(self, collection: str, registry: dict[str, Any], source: str) -> list[str]:
         """What a re-scan of ``source`` reads: its root folder, or the files it was given one by one."""
@@ -451,7 +508,7 @@ class KnowledgeBase:
         self._require_collection(name)
         if not paths and source is None:
             raise ConfigError("nothing to remove", hint="give files or folders, or --source NAME")
-        if self._read_only(name):
+        if self.vectors.is_read_only(name):
             raise ConfigError(f"collection {name!r} is attached read-only; its table is never written",
                               hint=f"`kt detach {name}` forgets it without touching the table")
         with self._with_lock():
@@ -535,12 +592,7 @@ class KnowledgeBase:
                 self.vectors.drop(collection)
             else:  # deleted rows drop out of the full-text index at once; the next ingest compacts
                 self.vectors.delete(collection, ids)
-            forget = getattr(self.sessions, "forget_chunks", None)
-            if forget is not None:
-                forget(collection, None if whole else ids)
-            for key, read in self._memory_reads.items():
-                if key[1] == collection:
-                    read[:] = [] if whole else [i for i in read if i not in set(ids)]
+            self.sessions.forget_chunks(collection, None if whole else ids)
             self.tree.clear_pending(collection, None if whole else ids)
 
     def settle(self) -> bool:
@@ -553,7 +605,7 @@ class KnowledgeBase:
         from .errors import LockedError
         from .locking import StoreLock
 
-        probe = StoreLock(self.lock.path.parent, timeout=0) if getattr(self.lock, "_depth", 0) == 0 else None
+        probe = StoreLock(self.lock.path.parent, timeout=0) if not self.lock.held else None
         try:
             if probe is not None:
                 probe.acquire()
@@ -583,9 +635,7 @@ class KnowledgeBase:
             return report
         with self._with_lock():
             self.tree.drop_collection(name, pending=True)
-            forget = getattr(self.vectors, "forget", None)
-            if forget is not None:
-                forget(name)
+            self.vectors.forget(name)
             self._finish_removals()
         return report
 
@@ -622,7 +672,7 @@ class KnowledgeBase:
             timeout / context_window / max_output: per-attempt timeout and model limits for a
                 client made from a spec (``--timeout``, ``--context-window``, ``--max-output``).
         """
-        from .builders.runner import run_build
+        from .builders.dispatch import run_build
 
         name = self._collection(collection)
         self._require_collection(name)
@@ -960,28 +1010,17 @@ class KnowledgeBase:
             if not repeat and chunk_id not in seen:
                 newly.append(chunk_id)
         if newly:
-            if self.sessions is not None:
-                self.sessions.mark_read(session_name, name, newly)
-            else:
-                self._memory_reads.setdefault((session_name, name), []).extend(newly)
+            self.sessions.mark_read(session_name, name, newly)
         return ReadResult(collection=name, session=session_name, chunks=out)
 
     def read_history(self, *, collection: str | None = None, session: str | None = None) -> list[str]:
         """Chunk ids read so far in the session (oldest first)."""
         name, session_name = self._collection(collection), self._session(session)
-        if self.sessions is not None:
-            return self.sessions.read_ids(session_name, name)
-        return list(self._memory_reads.get((session_name, name), []))
+        return self.sessions.read_ids(session_name, name)
 
     def reset_session(self, *, collection: str | None = None, session: str | None = None) -> bool:
         """Forget what the session read (in one collection when given)."""
-        session_name = self._session(session)
-        if self.sessions is not None:
-            return self.sessions.reset(session_name, collection)
-        keys = [k for k in self._memory_reads if k[0] == session_name and (collection is None or k[1] == collection)]
-        for key in keys:
-            del self._memory_reads[key]
-        return bool(keys)
+        return self.sessions.reset(self._session(session), collection)
 
     # export / import ----------------------------------------------------------------------
     def tree_document(self, path: str = ROOT, *, collection: str | None = None) -> TreeDocument:

@@ -25,6 +25,11 @@ class StoreLock:
         self._handle = None
         self._depth = 0
 
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock (``acquire`` nests)."""
+        return self._depth > 0
+
     def acquire(self) -> None:
         import fcntl
 

@@ -6,7 +6,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The path that names the top of a tree (``kt browse root``).
 ROOT = "root"
+
+
+def split_path(path: str) -> list[str]:
+    """Segments of a tree path, blanks around ``/`` trimmed (``root`` and empty mean the top)."""
+    path = (path or "").strip().strip("/")
+    if path in ("", ROOT):
+        return []
+    return [seg.strip() for seg in path.split("/") if seg.strip()]
 
 
 class Record(BaseModel):

@@ -193,9 +193,10 @@ class Repl:
             words, opts = _parse(name, rest)
             path = " ".join(words)
             target = self.resolve(path) if name == "ls" else self.resolve("/" + path)
-            result = self.tools.browse(target, depth=_int(opts, "--depth", 1))
-            self._remember(lead.chunk_id for lead in result.chunks)
-            self.show_browse(result)
+            depth = _int(opts, "--depth", 1)
+            listing = self.tools.browse(target, depth=1 if depth is None else depth)
+            self._remember(lead.chunk_id for lead in listing.chunks)
+            self.show_browse(listing)
         elif name == "cd":
             self.cwd = self.tools.browse(self.resolve(rest or "/")).path  # the path as stored (any case typed)
         elif name in ("search", "grep"):

@@ -1,4 +1,4 @@
-"""Read histories: one small JSON file per session, written atomically, read per collection."""
+"""Read histories on disk (one small JSON file per session, written atomically) and in memory."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 
 from .config import validate_name
 from .errors import NotFoundError, StoreError
+from .stores.base import SessionStore as SessionStoreInterface
 
 
-class SessionStore:
+class FileSessionStore(SessionStoreInterface):
     """Sessions under ``<store>/sessions/<name>.json``: ``{"collections": {name: {"read": [...]}}}``."""
 
     def __init__(self, directory: str | Path) -> None:
@@ -124,3 +125,57 @@ class SessionStore:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class InMemorySessionStore(SessionStoreInterface):
+    """Read histories of this process only (a knowledge base built without a session store)."""
+
+    def __init__(self) -> None:
+        self._reads: dict[str, dict[str, list[str]]] = {}
+
+    def load(self, name: str) -> dict[str, Any]:
+        return {"name": name, "collections": {c: {"read": list(ids)} for c, ids in self._reads.get(name, {}).items()}}
+
+    def read_ids(self, name: str, collection: str) -> list[str]:
+        return list(self._reads.get(name, {}).get(collection, []))
+
+    def mark_read(self, name: str, collection: str, chunk_ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return
+        read = self._reads.setdefault(name, {}).setdefault(collection, [])
+        known = set(read)
+        read.extend(i for i in ids if i not in known)
+
+    def reset(self, name: str, collection: str | None = None) -> bool:
+        history = self._reads.get(name)
+        if not history:
+            return False
+        if collection is None:
+            del self._reads[name]
+            return True
+        had = history.pop(collection, None) is not None
+        if not history:
+            del self._reads[name]
+        return had
+
+    def forget_chunks(self, collection: str, chunk_ids: Iterable[str] | None = None) -> None:
+        gone = None if chunk_ids is None else set(chunk_ids)
+        for name in list(self._reads):
+            history = self._reads[name]
+            if collection not in history:
+                continue
+            if gone is None:
+                del history[collection]
+            else:
+                history[collection] = [i for i in history[collection] if i not in gone]
+            if not history:
+                del self._reads[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._reads)
+
+
+#: The file store's name before the ``SessionStore`` interface existed (kept for existing imports);
+#: the interface itself is ``knowtology_cli.stores.base.SessionStore``.
+SessionStore = FileSessionStore

@@ -2,215 +2,53 @@
 
 MCP, LangChain, FastAPI, the REPL, ``kt ask`` and the seed-style Python API all call
 :class:`KnowledgeMapTools`, which wraps one :class:`~knowtology_cli.kb.KnowledgeBase` and answers
-with the compact agent text of :mod:`knowtology_cli.render`. :data:`TOOLS` is the single list of
-tool specs every surface derives its own tool definitions from.
+with the compact agent text of :mod:`knowtology_cli.render`. :data:`TOOLS` (in
+:mod:`knowtology_cli.tool_specs`) is the single list of tool specs every surface derives its own
+tool definitions from.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import TYPE_CHECKING, Any
 
 from . import render
-from .errors import ConfigError, KnowtologyError, NotFoundError
-from .models import ROOT, BrowseResult, Chunk, ReadResult, SearchResult
-from .stores.base import ScoredId, VectorStore
+from .errors import ConfigError
+from .models import ROOT, BrowseResult, ReadResult, SearchResult
+from .stores.base import TextStore, VectorStore
+from .stores.routing import KeywordRoutedStore
+from .tool_specs import (
+    DEFAULT_TOP_K,
+    MAX_CONTEXT,
+    MAX_TOP_K,
+    TOOLS,
+    TOOLS_BY_NAME,
+    TOOLS_BY_ROUTE,
+    BrowseArgs,
+    KeywordArgs,
+    ReadArgs,
+    SearchArgs,
+    ToolArgs,
+    ToolDef,
+    error_text,
+    tool_def,
+    validate_args,
+)
+
+__all__ = [  # the tool specs live in tool_specs (the integrations import them from there); re-exported
+    "DEFAULT_TOP_K", "MAX_CONTEXT", "MAX_TOP_K", "TOOLS", "TOOLS_BY_NAME", "TOOLS_BY_ROUTE", "BrowseArgs",
+    "KeywordArgs", "KnowledgeMapTools", "ReadArgs", "SearchArgs", "ToolArgs", "ToolDef", "ToolOutput",
+    "error_text", "tool_def", "validate_args",
+]
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from .embedders.base import Embedder
     from .kb import KnowledgeBase
     from .stores.base import TreeStore
-
-DEFAULT_TOP_K = 5
-MAX_TOP_K = 50
-MAX_CONTEXT = 10
-
-
-# --------------------------------------------------------------------------- argument models
-class ToolArgs(BaseModel):
-    """Base of the tool argument models: unknown keys are refused (a typo is an error)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class BrowseArgs(ToolArgs):
-    """Arguments of ``km_browse_tree``."""
-
-    path: str = Field(
-        default=ROOT,
-        description="Category path to open, e.g. 'Returns' or 'Returns/Refunds'; 'root' (default) is the top.",
-    )
-
-
-class SearchArgs(ToolArgs):
-    """Arguments of ``km_search_chunks``."""
-
-    query: str = Field(description="What you are looking for, as a short question or phrase.")
-    top_k: int | None = Field(
-        default=None, ge=1, le=MAX_TOP_K, description="Number of hits (default 5)."
-    )
-    under: str | None = Field(
-        default=None, description="Only search inside this category path (from km_browse_tree)."
-    )
-    preset: Literal["fast", "default", "thorough"] | None = Field(
-        default=None,
-        description="Speed/quality trade-off: 'fast' (keywords only), 'default' (meaning + keywords), "
-                    "'thorough' (adds query expansion from the first results; slower, finds more).",
-    )
-
-
-class KeywordArgs(ToolArgs):
-    """Arguments of ``km_search_keyword``."""
-
-    keywords: str = Field(
-        description="Exact words to match; separate several terms with commas, e.g. '7 days, refund'."
-    )
-    top_k: int | None = Field(
-        default=None, ge=1, le=MAX_TOP_K, description="Number of hits (default 5)."
-    )
-    under: str | None = Field(
-        default=None, description="Only search inside this category path (from km_browse_tree)."
-    )
-
-
-class ReadArgs(ToolArgs):
-    """Arguments of ``km_read_chunks``."""
-
-    chunk_ids: list[str] = Field(
-        min_length=1,
-        description="Chunk ids to read in full, exactly as shown in [brackets] by the other tools.",
-    )
-    context: int = Field(
-        default=0, ge=0, le=MAX_CONTEXT,
-        description="Also return this many neighbouring chunks before and after each one, from the same "
-                    "document (to widen a hit without another search).",
-    )
-
-    @field_validator("chunk_ids", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        # models (and the seed API) often pass one id, or "a, b", as a plain string
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-
-@dataclass(frozen=True)
-class ToolDef:
-    """One tool as every surface publishes it.
-
-    Attributes:
-        name: the tool name (``km_*``), used by MCP, LangChain and ``kt ask``.
-        route: the short name used by FastAPI (``/km/<route>``) and the REPL.
-        args: the pydantic model of the arguments (its JSON schema is the tool's input schema).
-        description: a prompt for the model: when to use the tool and what to call next.
-        title: a short human title.
-    """
-
-    name: str
-    route: str
-    args: type[ToolArgs]
-    description: str
-    title: str
-
-    def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (no pydantic titles, for model-facing specs)."""
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        schema.pop("description", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
-
-
-TOOLS: tuple[ToolDef, ...] = (
-    ToolDef(
-        name="km_browse_tree",
-        route="browse",
-        args=BrowseArgs,
-        title="Browse the knowledge map",
-        description=(
-            "See what the knowledge base contains: a map of up to 3 levels of categories with chunk "
-            "counts. Start here with path='root' to get an overview, then open a category path to see "
-            "its sub-categories; at a leaf category you get one '[chunk_id] snippet' line per chunk. "
-            "Snippets are summaries, not the text: to answer, pass the ids you need to km_read_chunks. "
-            "Use km_search_chunks or km_search_keyword when you already know what to look for."
-        ),
-    ),
-    ToolDef(
-        name="km_search_chunks",
-        route="search",
-        args=SearchArgs,
-        title="Search by meaning",
-        description=(
-            "Search by meaning and wording together: finds chunks about a topic even when the words "
-            "differ. Returns hits grouped under their category path, one line per hit — "
-            "'[chunk_id] snippet score' — never the full text. Use 'under' to stay inside a category "
-            "found with km_browse_tree; preset='thorough' when the first results miss. Next: read the "
-            "most promising hits with km_read_chunks before answering; do not answer from snippets alone."
-        ),
-    ),
-    ToolDef(
-        name="km_search_keyword",
-        route="keyword",
-        args=KeywordArgs,
-        title="Search by exact keywords",
-        description=(
-            "Keyword (BM25) search for exact terms: names, codes, numbers, error messages, phrases "
-            "such as '7 days, refund' (comma-separated terms). Returns snippet lines like "
-            "km_search_chunks, never the full text. Use it when meaning-based search misses an exact "
-            "term. Next: read the matching chunks with km_read_chunks."
-        ),
-    ),
-    ToolDef(
-        name="km_read_chunks",
-        route="read",
-        args=ReadArgs,
-        title="Read chunks in full",
-        description=(
-            "Read the full original text of chunks by id (ids come from the other three tools). "
-            "This is the source to answer from and to cite. Read only the few chunks you need; "
-            "context=1 adds the chunks just before and after each one in its document. "
-            "A chunk already read in this session comes back as '(already read — skip)': its text "
-            "is earlier in the conversation, so do not ask for it again."
-        ),
-    ),
-)
-TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
-TOOLS_BY_ROUTE: dict[str, ToolDef] = {t.route: t for t in TOOLS}
-
-
-def tool_def(name: str) -> ToolDef:
-    """The tool named ``name`` (``km_read_chunks``) or routed as ``name`` (``read``)."""
-    found = TOOLS_BY_NAME.get(name) or TOOLS_BY_ROUTE.get(name)
-    if found is None:
-        raise NotFoundError(f"no tool named {name!r}", hint="tools: " + ", ".join(TOOLS_BY_NAME))
-    return found
-
-
-def validate_args(tool: ToolDef, arguments: dict[str, Any] | None) -> ToolArgs:
-    """Validate raw arguments against the tool's model; problems become a ``ConfigError``."""
-    try:
-        return tool.args.model_validate(arguments or {})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"bad arguments for {tool.name}: {problems}",
-                          hint=f"arguments: {', '.join(tool.args.model_fields)}") from None
-
-
-def error_text(exc: KnowtologyError) -> str:
-    """The one-line error a model sees: ``Error: message (hint)``."""
-    return f"Error: {exc.message}" + (f" — hint: {exc.hint}" if exc.hint else "")
-
 
 @dataclass(frozen=True)
 class ToolOutput:
@@ -251,7 +89,7 @@ class KnowledgeMapTools:
         collection_id: str | None = None,
         tree_store: TreeStore | None = None,
         vector_store: VectorStore | None = None,
-        text_store: Any = None,
+        text_store: TextStore | None = None,
         top_k: int = DEFAULT_TOP_K,
         *,
         kb: KnowledgeBase | None = None,
@@ -267,18 +105,23 @@ class KnowledgeMapTools:
             if tree_store is None:
                 raise ConfigError("KnowledgeMapTools needs a tree_store (or kb=)",
                                   hint="pass the tree store your TreeBuilder built into")
-            vectors = vector_store if vector_store is not None else _as_vector_store(text_store)
+            if text_store is not None and not isinstance(text_store, TextStore):
+                raise ConfigError(f"text_store must be a TextStore, got {type(text_store).__name__}",
+                                  hint="subclass knowtology_cli.adapters.base.TextStore (one method: keyword_search)")
+            if vector_store is None and isinstance(text_store, TextStore):
+                vector_store = text_store.row_store()  # the in-memory adapters' text store reads its rows
+            vectors = vector_store
             if vectors is None:
                 raise ConfigError("KnowledgeMapTools needs a vector_store (or kb=)",
                                   hint="pass the vector store that holds the chunk text")
-            if text_store is not None and text_store is not vectors and hasattr(text_store, "keyword_search"):
+            if isinstance(text_store, TextStore) and text_store is not vectors:
                 vectors = KeywordRoutedStore(vectors, text_store)
             kb = KnowledgeBase(tree_store=tree_store, vector_store=vectors, embedder=embedder)
         if top_k < 1:
             raise ConfigError(f"top_k must be at least 1, got {top_k}")
         self.kb = kb
-        self.collection = kb._collection(collection_id)
-        self.session = kb._session(session)
+        self.collection = kb.collection_name(collection_id)
+        self.session = kb.session_name(session)
         self.top_k = top_k
         self.search_mode = search_mode
         self.preset = preset
@@ -421,58 +264,3 @@ class KnowledgeMapTools:
     def close(self) -> None:
         """Release the knowledge base's store handles."""
         self.kb.close()
-
-
-def _as_vector_store(store: Any) -> VectorStore | None:
-    """The vector store behind a text store that wraps one (the in-memory adapters do)."""
-    if isinstance(store, VectorStore):
-        return store
-    inner = getattr(store, "vector_store", None)
-    return inner if isinstance(inner, VectorStore) else None
-
-
-class KeywordRoutedStore(VectorStore):
-    """A vector store whose keyword searches are answered by a separate text store."""
-
-    def __init__(self, vectors: VectorStore, text_store: Any) -> None:
-        self.inner = vectors
-        self.text_store = text_store
-        self.read_only = vectors.read_only
-
-    def keyword_search(self, collection: str, query: str, k: int, *,
-                       within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.text_store.keyword_search(collection, query, k, within=within)
-
-    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
-        self.inner.upsert(collection, chunks, vectors)
-
-    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
-        self.inner.delete(collection, chunk_ids)
-
-    def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
-        return self.inner.fingerprints(collection)
-
-    def get(self, collection: str, chunk_ids: Sequence[str], *, with_text: bool = True) -> list[Chunk]:
-        return self.inner.get(collection, chunk_ids, with_text=with_text)
-
-    def iter_rows(self, collection: str, *, with_vectors: bool = True,
-                  batch_size: int = 4096) -> Iterator[tuple[list[Chunk], np.ndarray | None]]:
-        return self.inner.iter_rows(collection, with_vectors=with_vectors, batch_size=batch_size)
-
-    def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.inner.vectors(collection, chunk_ids)
-
-    def vector_search(self, collection: str, vector: np.ndarray, k: int, *,
-                      within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.inner.vector_search(collection, vector, k, within=within)
-
-    def count(self, collection: str) -> int:
-        return self.inner.count(collection)
-
-    def regex_search(self, collection: str, pattern: str, k: int, *,
-                     within: Sequence[str] | None = None) -> list[ScoredId]:
-        return self.inner.regex_search(collection, pattern, k, within=within)
-
-    def close(self) -> None:
-        self.inner.close()
-

@@ -261,9 +261,12 @@ def test_llm_dry_run_needs_no_api_key(store: Path, spec: str) -> None:
     more = store.parent / "more.jsonl"
     more.write_text(json.dumps({"chunk_id": "new-1", "text": "Gift cards never expire."}) + "\n", encoding="utf-8")
     assert kt("ingest", more, "--store", store).returncode == 0
-    plan = kt("build", "--llm", spec, "--dry-run", "--store", store)
+    plan = kt("build", "--llm", spec, "--dry-run", "--store", store)  # auto: the hybrid builder
     assert plan.returncode == 0, plan.stderr
-    assert "plan with llm" in plan.stdout and "nothing was called" in plan.stdout
+    assert "plan with hybrid" in plan.stdout and "nothing was called" in plan.stdout
+    seed = kt("build", "--builder", "llm", "--llm", spec, "--dry-run", "--store", store)
+    assert seed.returncode == 0, seed.stderr
+    assert "plan with llm" in seed.stdout and "nothing was called" in seed.stdout
     real = kt("build", "--llm", spec, "--store", store)
     assert real.returncode == 1 and "API key" in real.stderr
 

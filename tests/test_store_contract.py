@@ -1,5 +1,7 @@
-"""One contract for every store backend: tree stores (SQLite, in-memory, PostgreSQL) and vector stores
-(Lance local, in-memory, Qdrant local mode, Lance on moto S3, an attached read-only Lance table)."""
+"""One contract for every store backend: tree stores (SQLite, in-memory, PostgreSQL), vector stores
+(Lance local, in-memory, Qdrant local mode, Lance on moto S3, an attached read-only Lance table, the
+routing store in front of a default and of an attached table, keyword search routed to a text store)
+and session stores (file, in-memory, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowtology_cli.errors import EmbeddingError, StoreError
+from knowtology_cli.errors import EmbeddingError, NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping
-from knowtology_cli.stores.base import CollectionInfo, TreeStore, VectorStore
+from knowtology_cli.stores.base import CollectionInfo, SessionStore, TreeStore, VectorStore
 
 pytest_plugins = ("scale_fixtures",)
 
@@ -254,9 +256,7 @@ class Harness:
             self.store = self._load(collection, chunks, vectors)
             return self.store
         self.store.upsert(collection, chunks, vectors)
-        refresh = getattr(self.store, "refresh_indexes", None)
-        if refresh is not None:
-            refresh(collection)
+        self.store.refresh_indexes(collection)
         return self.store
 
 
@@ -286,7 +286,8 @@ def write_foreign_table(path: Path, chunks: Sequence[Chunk], vectors: np.ndarray
 FOREIGN_COLUMNS = dict(id="pk", text="body", vector="emb", doc="doc", file="source", index="pos", title="heading")
 
 
-@pytest.fixture(params=["lance", "memory", "qdrant", "lance-s3", "attached"])
+@pytest.fixture(params=["lance", "memory", "qdrant", "lance-s3", "attached", "routing", "routing-attached",
+                        "keyword-routed"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     kind = request.param
     if kind == "lance":
@@ -306,7 +307,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
 
         uri = request.getfixturevalue("s3_uri")
         h = Harness(kind, lambda: LanceVectorStore(uri))
-    else:
+    elif kind == "attached":
         from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap
 
         def load(collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> VectorStore:
@@ -315,6 +316,33 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
 
         h = Harness(kind, lambda: AttachedLanceStore(str(tmp_path / "none.lance"), ColumnMap(**FOREIGN_COLUMNS)),
                     load)
+    elif kind == "routing":  # collections without an attachment record go to the default store
+        from knowtology_cli.stores.lance import LanceVectorStore
+        from knowtology_cli.stores.memory import InMemoryTreeStore
+        from knowtology_cli.stores.routing import RoutingVectorStore
+
+        h = Harness(kind, lambda: RoutingVectorStore(LanceVectorStore(tmp_path / "lance"), InMemoryTreeStore()))
+    elif kind == "routing-attached":  # a collection recorded as attached goes to its own read-only store
+        from knowtology_cli.stores.memory import InMemoryTreeStore, InMemoryVectorStore
+        from knowtology_cli.stores.routing import RoutingVectorStore
+
+        tree = InMemoryTreeStore()
+        routing = RoutingVectorStore(InMemoryVectorStore(), tree)
+
+        def load(collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> VectorStore:
+            uri = write_foreign_table(tmp_path / f"foreign-{collection}", chunks, vectors)
+            tree.ensure_collection(CollectionInfo(name=collection, embedder="hash", dimension=DIM, source={
+                "kind": "lance", "table": uri, "columns": FOREIGN_COLUMNS, "attached": True}))
+            routing.forget(collection)
+            return routing
+
+        h = Harness(kind, lambda: routing, load)
+    else:  # keyword-routed: the seed adapters' text store answers keywords, the vector store the rest
+        from knowtology_cli.adapters.memory import InMemoryDatabase, InMemoryTextStore, InMemoryVectorStore
+        from knowtology_cli.stores.routing import KeywordRoutedStore
+
+        database = InMemoryDatabase()
+        h = Harness(kind, lambda: KeywordRoutedStore(InMemoryVectorStore(database), InMemoryTextStore(database)))
     yield h
     h.store.close()
 
@@ -418,12 +446,120 @@ def test_read_only_store_refuses_every_write(harness: Harness) -> None:
     if harness.writable:
         pytest.skip("writable store")
     store = harness.load("c", CHUNKS, VECTORS)
-    assert store.read_only is True
+    assert store.is_read_only("c") is True
+    if harness.kind != "routing-attached":  # a routing store answers per collection
+        assert store.read_only is True
     for call in (lambda: store.upsert("c", CHUNKS[:1], VECTORS[:1]), lambda: store.delete("c", ["refund"]),
                  lambda: store.drop("c")):
         with pytest.raises(StoreError, match="read-only"):
             call()
     assert store.count("c") == 4
+
+
+def test_optional_capabilities_answer_on_every_store(harness: Harness) -> None:
+    """Capabilities with defaults in ``VectorStore`` are callable on every store, through routing too."""
+    store = harness.load("c", CHUNKS, VECTORS)
+    assert isinstance(store, VectorStore)
+    assert store.indexes_stale("c") is False  # the harness refreshed the indexes after writing
+    backend = store.backend_for("c")
+    assert isinstance(backend, VectorStore) and backend.backend_for("c") is backend
+    assert backend.count("c") == 4
+    assert store.row_store() is store
+    store.forget("c")  # drops caches, never rows
+    assert store.count("c") == 4
+    refund = store.get("c", ["refund"])[0]
+    assert [c.chunk_id for c in store.neighbours("c", refund, 0, 1)] == ["perishable"]
+    assert [h.chunk_id for h in store.weighted_keyword_search("c", {"replication": 2.0}, 3)] == ["failover"]
+    assert store.is_read_only("c") is not harness.writable
+
+
+def test_routing_store_sends_attached_and_own_collections_to_their_stores(tmp_path: Path) -> None:
+    from knowtology_cli.stores.attached import AttachedLanceStore
+    from knowtology_cli.stores.memory import InMemoryTreeStore, InMemoryVectorStore
+    from knowtology_cli.stores.routing import RoutingVectorStore
+
+    tree, default = InMemoryTreeStore(), InMemoryVectorStore()
+    routing = RoutingVectorStore(default, tree)
+    routing.upsert("own", CHUNKS[:2], VECTORS[:2])
+    uri = write_foreign_table(tmp_path / "foreign", CHUNKS, VECTORS)
+    tree.ensure_collection(CollectionInfo(name="theirs", embedder="hash", dimension=DIM, source={
+        "kind": "lance", "table": uri, "columns": FOREIGN_COLUMNS, "attached": True}))
+    assert isinstance(routing.backend_for("theirs"), AttachedLanceStore)
+    assert routing.backend_for("own") is default
+    assert (routing.count("own"), routing.count("theirs"), default.count("theirs")) == (2, 4, 0)
+    assert routing.is_read_only("theirs") and not routing.is_read_only("own")
+    with pytest.raises(StoreError, match="read-only"):
+        routing.upsert("theirs", CHUNKS[:1], VECTORS[:1])
+    tree.drop_collection("theirs")
+    routing.forget("theirs")  # detached: the collection is the default store's again
+    assert routing.backend_for("theirs") is default and routing.count("theirs") == 0
+    routing.close()
+
+
+# --------------------------------------------------------------------------------------------
+# session stores
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["file", "memory", "postgres"])
+def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
+    if request.param == "file":
+        from knowtology_cli.sessions import FileSessionStore
+
+        store: SessionStore = FileSessionStore(tmp_path / "sessions")
+    elif request.param == "memory":
+        from knowtology_cli.sessions import InMemorySessionStore
+
+        store = InMemorySessionStore()
+    else:
+        from knowtology_cli.stores.pg import PostgresSessionStore
+
+        store = PostgresSessionStore(request.getfixturevalue("pg_dsn"))
+    yield store
+    store.close()
+
+
+def test_session_store_starts_empty(sessions: SessionStore) -> None:
+    assert sessions.names() == []
+    assert sessions.read_ids("s", "c") == []
+    assert sessions.load("s")["collections"] == {}
+    assert sessions.reset("s") is False
+    with pytest.raises(NotFoundError, match="'s'"):
+        sessions.require("s")
+
+
+def test_session_store_keeps_reads_in_order_once_per_collection(sessions: SessionStore) -> None:
+    sessions.mark_read("s", "c", ["a", "b", "a"])
+    sessions.mark_read("s", "c", ["c", "b"])
+    sessions.mark_read("s", "d", ["z"])
+    sessions.mark_read("t", "c", ["b"])
+    sessions.mark_read("t", "c", [])
+    assert sessions.read_ids("s", "c") == ["a", "b", "c"]
+    assert sessions.read_ids("t", "c") == ["b"]
+    assert sessions.names() == ["s", "t"]
+    assert sessions.load("s")["collections"] == {"c": {"read": ["a", "b", "c"]}, "d": {"read": ["z"]}}
+    assert sessions.require("t")["collections"] == {"c": {"read": ["b"]}}
+
+
+def test_session_store_resets_one_collection_or_all(sessions: SessionStore) -> None:
+    sessions.mark_read("s", "c", ["a"])
+    sessions.mark_read("s", "d", ["z"])
+    assert sessions.reset("s", "c") is True
+    assert sessions.read_ids("s", "c") == [] and sessions.read_ids("s", "d") == ["z"]
+    assert sessions.reset("s") is True
+    assert sessions.read_ids("s", "d") == []
+    assert sessions.reset("s") is False
+
+
+def test_session_store_forgets_removed_chunks_in_every_session(sessions: SessionStore) -> None:
+    sessions.mark_read("s", "c", ["a", "b", "c"])
+    sessions.mark_read("t", "c", ["b"])
+    sessions.mark_read("t", "d", ["b"])
+    sessions.forget_chunks("c", ["b", "missing"])
+    assert (sessions.read_ids("s", "c"), sessions.read_ids("t", "c")) == (["a", "c"], [])
+    assert sessions.read_ids("t", "d") == ["b"]  # another collection's chunk of the same id stays
+    sessions.forget_chunks("c")
+    assert sessions.read_ids("s", "c") == [] and sessions.read_ids("t", "d") == ["b"]
 
 
 def test_attached_table_without_fts_index_says_so(tmp_path: Path) -> None:

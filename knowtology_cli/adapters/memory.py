@@ -14,11 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from knowtology_cli.stores.base import ScoredId
+from knowtology_cli.models import Chunk
+from knowtology_cli.stores.base import ScoredId, TextStore
 from knowtology_cli.stores.memory import InMemoryTreeStore
 from knowtology_cli.stores.memory import InMemoryVectorStore as _PrivateVectorStore
-
-from .base import TextStore
 
 __all__ = ["InMemoryDatabase", "InMemoryTextStore", "InMemoryTreeStore", "InMemoryVectorStore", "default_database"]
 
@@ -27,7 +26,7 @@ class InMemoryDatabase:
     """Chunk rows and vectors per collection, shared by the in-memory stores that use it."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict] = {}
+        self.rows: dict[str, dict[str, Chunk]] = {}
         self.vectors: dict[str, dict[str, np.ndarray]] = {}
 
     def clear(self, collection: str | None = None) -> None:
@@ -52,10 +51,8 @@ class InMemoryVectorStore(_PrivateVectorStore):
     """Chunk text + vectors in memory, exact cosine search and BM25, on an :class:`InMemoryDatabase`."""
 
     def __init__(self, database: InMemoryDatabase | None = None) -> None:
-        super().__init__()
         self.database = database if database is not None else _DEFAULT_DATABASE
-        self._rows = self.database.rows
-        self._vectors = self.database.vectors
+        super().__init__(self.database.rows, self.database.vectors)
 
 
 class InMemoryTextStore(TextStore):
@@ -68,3 +65,7 @@ class InMemoryTextStore(TextStore):
         self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
     ) -> list[ScoredId]:
         return self.vector_store.keyword_search(collection, query, k, within=within)
+
+    def row_store(self) -> InMemoryVectorStore:
+        """The vector store over the same database (``KnowledgeMapTools`` reads the chunks from it)."""
+        return self.vector_store

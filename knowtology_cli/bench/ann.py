@@ -131,6 +131,7 @@ def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int]
     params = index_params(rows, dim, index_type)
     started = time.perf_counter()
     rss_before_build = rss_mb()
+    assert table is not None  # rows > 0: the loop above created it
     table.create_index("vector", config=index_config(rows, dim, index_type), replace=True, name="vector_idx")
     out["index_params"] = params
     out["cpu_s"] = round(sum(os.times()[:2]), 1)

@@ -21,6 +21,7 @@ Three parts:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -40,6 +41,10 @@ MessageFn = Callable[[str], None]
 FAKE_KEY = "sk-bench-fake-server"
 #: Reply budget of the wall-time runs: small enough that 1,000 chunks need ~25 calls to spread out.
 WALL_MAX_OUTPUT = 4096
+
+
+def _prefixed(message: Callable[[str], None], builder: str, text: str) -> None:
+    message(f"  {builder}: {text}")
 
 
 def _costs_by_encoding(items: Sequence[tuple[str, str]], profiles: Sequence[ModelProfile],
@@ -146,7 +151,7 @@ def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[i
     from knowtology_cli.llm import get_llm, get_profile
 
     profile = get_profile("gpt-4o-mini").with_overrides(max_output_tokens=max_output_tokens)
-    out = []
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-build-") as tmp, StandaloneFakeServer(latency=latency) as srv:
         kb = _scratch_kb(rows, Path(tmp) / "store", message)
         for level in levels:
@@ -258,7 +263,7 @@ def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.
                 message(f"{builder}: building…")
                 started = time.perf_counter()
                 report = kb.build(builder=builder, llm=None if builder == "cluster" else spec, timeout=timeout,
-                                  message=lambda m, b=builder: message(f"  {b}: {m}"))
+                                  message=functools.partial(_prefixed, message, builder))
                 seconds = time.perf_counter() - started
                 spent = log_totals(kb.tree, "default")
                 routing = {r["level"]: r for r in routing_accuracy(kb, "default")}

@@ -169,12 +169,12 @@ def open_store(
 def reindex_fts(kb: KnowledgeBase, collection: str = COLLECTION) -> None:
     """Recreate the collection's full-text indexes with the current ``FTS_OPTIONS``, the way the
     store builds them (pylance, so index and query tokenizers share one stop-word list)."""
-    from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS, fts_index_name
+    from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS, fts_index_name, lance_dataset
 
-    ds = kb.vectors._dataset(collection)  # type: ignore[attr-defined]
+    ds = lance_dataset(kb.vectors, collection)
     for column in FTS_COLUMNS:
         ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True, **FTS_OPTIONS)
-    kb.vectors._datasets.pop(collection, None)  # type: ignore[attr-defined]
+    kb.vectors.forget(collection)
 
 
 def documents_digest(root: Path) -> str:

@@ -289,7 +289,7 @@ def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, *
     from .report import retrieval_plot
 
     results = [run_retrieval(d, **kwargs) for d in data_dirs]
-    summary = {"collections": results, "presets": preset_summary(results),
+    summary: dict[str, Any] = {"collections": results, "presets": preset_summary(results),
                "targets_met": all(c["met"] is not False for r in results for c in r["comparison"])}
     gain = summary["presets"].get("thorough_gain")
     if gain is not None:

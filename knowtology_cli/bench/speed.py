@@ -137,12 +137,12 @@ def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
 
 def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
     """The cached scratch store of ``data_dir`` with its offline tree (built once), and its size."""
-    from knowtology_cli.bench.tokens import _ensure_tree
+    from knowtology_cli.bench.tokens import ensure_tree
 
     ds = load_dataset(data_dir)
     kb, store, _ = open_store(ds, embedder, message=message)
     try:
-        if not _ensure_tree(kb, message):
+        if not ensure_tree(kb, message):
             from knowtology_cli.errors import BuildError
 
             raise BuildError(f"no offline tree for {ds.name}: kt browse would time an empty map",
@@ -263,6 +263,7 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
     """
     from knowtology_cli.kb import KnowledgeBase
     from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
+    from knowtology_cli.stores.lance import lance_dataset
 
     kb = KnowledgeBase.open(directory)
     out: dict[str, Any] = {"chunks": kb.vectors.count(COLLECTION)}
@@ -301,7 +302,7 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
                  for p in picks]
         out["read_3"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
 
-    indexed = has_vector_index(kb.vectors._dataset(COLLECTION))  # type: ignore[attr-defined]
+    indexed = has_vector_index(lance_dataset(kb.vectors, COLLECTION))
     out["vector_index"] = "ANN (automatic)" if indexed else "none (flat)"
     measure(kb, "", True)
     out["recall@10_vs_exact"] = recall(kb)
@@ -313,14 +314,14 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
             copy = Path(tmp, "store")
             shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("sessions"))
             other = KnowledgeBase.open(copy)
-            ds = other.vectors._dataset(COLLECTION)  # type: ignore[attr-defined]
+            ds = lance_dataset(other.vectors, COLLECTION)
             t0 = time.perf_counter()
             if indexed:
                 ds.drop_index(VECTOR_INDEX_NAME)
             else:
                 maybe_create_vector_index(ds, threshold=0)
                 out["ann_build_s"] = round(time.perf_counter() - t0, 1)
-            other.vectors._datasets.pop(COLLECTION, None)  # type: ignore[attr-defined]
+            other.vectors.forget(COLLECTION)
             out["alternative"] = "flat (index dropped)" if indexed else "ANN (product index forced)"
             measure(other, label, False)
             out[f"{label}recall@10_vs_exact"] = recall(other)
@@ -381,9 +382,9 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
     kb, store, _ = open_store(small, embedder, message=message)
     leaf = None
     try:
-        from knowtology_cli.bench.tokens import _ensure_tree
+        from knowtology_cli.bench.tokens import ensure_tree
 
-        if _ensure_tree(kb, message):
+        if ensure_tree(kb, message):
             leaves = [n.path for n in kb.tree.nodes(COLLECTION) if not kb.tree.children(COLLECTION, n.path)]
             leaf = leaves[0] if leaves else None
         chunk_id = next(iter(kb.vectors.fingerprints(COLLECTION)))

@@ -281,7 +281,7 @@ def run_tokens(data_dir: str, *, embedder: str = "local", limit: int | None = No
     try:
         with_tree = False
         if tree:
-            with_tree = _ensure_tree(kb, message)
+            with_tree = ensure_tree(kb, message)
         message(f"{ds.name}: single-turn token economy ({len(queries)} queries)…")
         single = single_turn(kb, ds, queries, with_tree=with_tree)
         message(f"{ds.name}: multi-turn sessions…")
@@ -293,7 +293,7 @@ def run_tokens(data_dir: str, *, embedder: str = "local", limit: int | None = No
         kb.close()
 
 
-def _ensure_tree(kb: Any, message: Callable[[str], None]) -> bool:
+def ensure_tree(kb: Any, message: Callable[[str], None]) -> bool:
     """Build the offline cluster tree once (cached in the scratch store); False when unavailable."""
     status = kb.status(collection=COLLECTION).collections[0]
     if status.mapped == status.chunks and status.nodes:

@@ -228,7 +228,7 @@ def _llm_tree(store: Path, spec: str, gold: dict | None, vectors: dict, doc_vect
             t0 = time.perf_counter()
             report = kb.build(collection=COLLECTION, builder="llm", llm=get_llm(spec), rebuild=True)
             return {"seconds": round(time.perf_counter() - t0, 2), "shape": shape(kb),
-                    "report": report.model_dump(mode="json") if hasattr(report, "model_dump") else str(report),
+                    "report": report.model_dump(mode="json"),
                     "names": judge_names(kb, vectors),
                     "rows": judge(kb, gold, f"llm {spec}", doc_vectors) if gold else []}
         finally:

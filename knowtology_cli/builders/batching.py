@@ -232,6 +232,7 @@ def plan(
     limits = limits or BatchLimits()
     if limits.per_chunk_cap != per_chunk_cap:
         limits = BatchLimits(**{**limits.__dict__, "per_chunk_cap": per_chunk_cap})
+    costs: list[ChunkCost]
     if items and isinstance(items[0], ChunkCost):
         costs = list(items)  # type: ignore[arg-type]
     else:

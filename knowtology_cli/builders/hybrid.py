@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BuildError
+from ..llm.base import LLMContextOverflowError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
@@ -50,7 +51,7 @@ from .prompts import (
     naming_messages,
     render_naming_group,
 )
-from .runner import _report, apply_reply, pending_work
+from .runner import apply_reply, build_report, pending_work, run_cluster_build
 from .snippets import make_snippet
 from .validate import NameCheck, clean_description, clean_name, name_key
 
@@ -367,7 +368,8 @@ class NodeNamer:
                 if data is None and outcome is not None and outcome.status in ("truncated", "overflow") \
                         and len(nodes) > 1:
                     if outcome.status == "overflow":
-                        adopt_context_limit(self.llm, getattr(outcome.error, "context_limit", None))
+                        adopt_context_limit(self.llm, outcome.error.context_limit
+                                            if isinstance(outcome.error, LLMContextOverflowError) else None)
                     pending.extend(_halves(call))
                     continue
                 answered.append((call, back, data))
@@ -641,10 +643,8 @@ class HybridTreeBuilder:
                 views, targets = self._current_views(), set()
                 what = f"place {len(pending)} chunks offline, then re-describe the nodes that change"
             else:
-                from .runner import run_build
-
-                run_build(self.kb, self.collection, builder="cluster", llm=None, rebuild=False, dry_run=False,
-                          concurrency=1, progress=self.progress, message=self.message)
+                run_cluster_build(self.kb, self.collection, rebuild=False, dry_run=False, progress=self.progress,
+                                  message=self.message)
                 after = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
                 views = self._current_views()
                 targets = set(views) if not named_before else changed_nodes(before, after,
@@ -670,7 +670,7 @@ class HybridTreeBuilder:
             raise BuildError(
                 f"no naming call succeeded ({len(namer.outcomes)} failed; last error: {str(last)[:300]}); "
                 + ("the tree was kept as it was" if full else "new chunks were placed offline, names kept"),
-                hint=getattr(last, "hint", None) or "check the provider and run `kt build` again")
+                hint=(last.hint if last is not None else None) or "check the provider and run `kt build` again")
         if full:
             new_path = renamed_paths(views, named)
             categories = [Category(path=new_path[p], description=named[p].description if p in named else v.description)
@@ -730,7 +730,7 @@ class HybridTreeBuilder:
                                                                   spent.output_tokens, spent.cost_usd, spent.estimated)
         else:
             estimated = 0
-        return _report(self.kb, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
+        return build_report(self.kb, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
                        llm_calls=calls, cached_calls=cached, input_tokens=input_tokens, output_tokens=output_tokens,
                        cost_usd=round(cost, 6), model=self.llm.spec, name_origins=origins or {},
                        rejected_names=rejected, estimated_calls=estimated)

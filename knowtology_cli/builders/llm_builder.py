@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError, ConfigError, LLMOutputError
-from ..llm.base import LLMTimeoutError
+from ..llm.base import LLMContextOverflowError, LLMTimeoutError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
@@ -88,7 +88,7 @@ from .prompts import (
     prompt_overhead_tokens,
     render_feedback,
 )
-from .runner import _report, apply_reply, pending_work
+from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
 from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
 
@@ -626,7 +626,7 @@ class LLMTreeBuilder:
                 "real output limit with --max-output N (or max_output_tokens in [profiles.\"MODEL\"] of "
                 "config.toml)")), False, False
         if outcome.status == "overflow":
-            limit = getattr(outcome.error, "context_limit", None)
+            limit = outcome.error.context_limit if isinstance(outcome.error, LLMContextOverflowError) else None
             if adopt_context_limit(self.llm, limit):
                 self.profile = self.llm.profile
                 self.tree_budget = default_tree_tokens(self.profile.context_window)
@@ -641,7 +641,7 @@ class LLMTreeBuilder:
             return self._split(task, tally, error), False, False
         self._fail(task.chunk_ids, error, tally,
                    timeout=outcome.error.timeout if isinstance(outcome.error, LLMTimeoutError) else None,
-                   hint=getattr(outcome.error, "hint", None))
+                   hint=outcome.error.hint if outcome.error is not None else None)
         return [], False, True
 
     def _split(self, task: _Task, tally: _Tally, error: str, *, hint: str | None = None) -> list[_Task]:
@@ -746,7 +746,7 @@ class LLMTreeBuilder:
             spent = log_totals(self.kb.tree, self.collection, self.build_id)
             calls, tin, tout, cost, estimated = (spent.calls, spent.input_tokens, spent.output_tokens, spent.cost_usd,
                                                  spent.estimated)
-        return _report(
+        return build_report(
             self.kb, self.collection, "llm", started, dry_run=dry_run, notes=notes, batches=batches,
             llm_calls=calls, cached_calls=tally.cached, input_tokens=tin, output_tokens=tout,
             cost_usd=round(cost, 6), model=self.llm.spec, name_origins=dict(self.origins),

@@ -48,11 +48,16 @@ _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\|)\s*")
 class NamedItem(Protocol):
     """What naming reads from a chunk (``ClusterItem`` has it)."""
 
-    chunk_id: str
-    text: str
-    title: str
-    doc_id: str
-    file_name: str
+    @property
+    def chunk_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def file_name(self) -> str: ...
 
 
 @dataclass

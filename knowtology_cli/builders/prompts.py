@@ -200,7 +200,7 @@ def leaf_paths(paths: Iterable[Any]) -> list[str]:
     all_paths = {p if isinstance(p, str) else p.path for p in paths}
     all_paths.discard("")
     parents = {p.rsplit("/", 1)[0] for p in all_paths if "/" in p}
-    ancestors = set()
+    ancestors: set[str] = set()
     for p in parents:
         parts = p.split("/")
         ancestors.update("/".join(parts[: i + 1]) for i in range(len(parts)))

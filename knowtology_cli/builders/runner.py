@@ -1,4 +1,6 @@
-"""Build orchestration: decide what to (re)map, run the chosen builder, apply atomically.
+"""The offline builder and what every builder shares: what to (re)map, applying a reply, freshness.
+
+``dispatch.run_build`` picks the builder; this module runs the offline one and keeps the tree true.
 
 A tree that stays true. A full build clusters (or asks the LLM about) every chunk. After that,
 ``kt build`` is incremental:
@@ -36,7 +38,6 @@ from ..provenance import provenance
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
-    from ..llm.base import LLMClient
     from ..stores.base import TreeState
 
 
@@ -141,45 +142,18 @@ def apply_reply(kb: KnowledgeBase, collection: str, reply: TreeReply, hashes: di
     kb.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace)
 
 
-def run_build(
+def run_cluster_build(
     kb: KnowledgeBase,
     collection: str,
     *,
-    builder: str,
-    llm: LLMClient | None,
     rebuild: bool,
     dry_run: bool,
-    concurrency: int,
     progress: Callable[[str, int, int], None],
     message: Callable[[str], None],
-    use_cache: bool = True,
 ) -> BuildReport:
-    """Run the cluster or LLM builder over what needs mapping; see ``KnowledgeBase.build``.
-
-    ``use_cache=False`` makes the LLM builder call the model even for prompts the call log has answered.
-    """
+    """The offline builder: cluster every chunk (a full build), else place new or changed chunks top
+    down, unmap removed ones and rename stale categories (see the module docstring)."""
     started = time.perf_counter()
-    if builder == "hybrid":
-        from .hybrid import run_hybrid_build
-
-        assert llm is not None
-        return run_hybrid_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                                progress=progress, message=message, use_cache=use_cache)
-    if builder == "llm":
-        from .llm_builder import run_llm_build
-
-        assert llm is not None
-        full = rebuild or not kb.tree.nodes(collection)
-        report = run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
-                               progress=progress, message=message, use_cache=use_cache)
-        if full and not dry_run and not report.unmapped:
-            kb.tree.mark_named(collection)  # the model named every category for the members it has now
-        elif not dry_run:
-            left = stale_nodes(kb, collection)
-            if left:  # re-describing them is the LLM builder's part (see stale_nodes)
-                report = report.model_copy(update={"notes": [*report.notes, (
-                    f"{len(left)} categories changed materially since they were named (e.g. {left[0].path!r})")]})
-        return report
     pending, orphans, hashes = pending_work(kb, collection)
     has_tree = bool(kb.tree.nodes(collection))
     full = rebuild or not has_tree
@@ -191,7 +165,7 @@ def run_build(
         else:
             notes.append(f"top-down placement of {len(pending)} chunks, {len(orphans)} removed;"
                          f" {len(stale)} categories to rename; no LLM calls")
-        return _report(kb, collection, "cluster", started, dry_run=True, notes=notes)
+        return build_report(kb, collection, "cluster", started, dry_run=True, notes=notes)
     if full:
         _cluster_all(kb, collection, hashes, progress, message)
         kb.tree.mark_named(collection)
@@ -203,7 +177,7 @@ def run_build(
     kb.tree.set_builder(collection, "cluster")
     if not full:
         notes.extend(_drift_note(kb, collection))
-    return _report(kb, collection, "cluster", started, notes=notes)
+    return build_report(kb, collection, "cluster", started, notes=notes)
 
 
 def _drift_note(kb: KnowledgeBase, collection: str) -> list[str]:
@@ -402,8 +376,10 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
     return notes
 
 
-def _report(kb: KnowledgeBase, collection: str, builder: str, started: float, *, dry_run: bool = False,
-            notes: list[str] | None = None, **calls: Any) -> BuildReport:
+def build_report(kb: KnowledgeBase, collection: str, builder: str, started: float, *, dry_run: bool = False,
+                 notes: list[str] | None = None, **calls: Any) -> BuildReport:
+    """The report of a build of ``builder`` begun at ``started`` (``time.perf_counter()``): the tree's
+    size and what is still unmapped, with ``notes`` and the LLM call totals in ``calls``."""
     stored = kb.vectors.fingerprints(collection)
     mapped = sum(1 for i in kb.tree.mapping_hashes(collection) if i in stored)
     return BuildReport(collection=collection, builder=builder, nodes=len(kb.tree.nodes(collection)), mapped=mapped,

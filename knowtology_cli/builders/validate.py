@@ -394,8 +394,8 @@ class NameCheck:
                     return 0, "is a file path"
         folded = tuple(s.casefold() for s in segments)
         for example in self.examples:
-            span = min(len(example), len(folded))
-            if span >= 2 and folded[:span] == example[:span] or (len(example) == 1 and folded[:1] == example):
+            shared = min(len(example), len(folded))
+            if shared >= 2 and folded[:shared] == example[:shared] or (len(example) == 1 and folded[:1] == example):
                 return 0, "repeats the example path of the instructions"
         for i, seg in enumerate(segments):
             reason = self.segment_problem(seg)
@@ -619,10 +619,10 @@ def parse_reply(
             under = [c for c, placed in accepted.items()
                      if placed is not None and (placed[0] == node or placed[0].startswith(node + "/"))]
             name = node.rsplit("/", 1)[-1]
-            reason = names.title_problem(name, under) if under else None
-            if reason:
+            why = names.title_problem(name, under) if under else None
+            if why:
                 for c in under:
-                    rejected.append(RejectedName(chunk_id=c, path=node, name=name, reason=reason,
+                    rejected.append(RejectedName(chunk_id=c, path=node, name=name, reason=why,
                                                  index=node.count("/")))
                     accepted[c] = None
 
@@ -643,8 +643,8 @@ def parse_reply(
         assignments.append(ValidAssignment(chunk_id=chunk_id, path=final, snippet=snippet))
 
     used: set[str] = set()
-    for a in assignments:
-        parts = a.path.split("/")
+    for done in assignments:
+        parts = done.path.split("/")
         used.update("/".join(parts[: i + 1]) for i in range(len(parts)))
     order = {p: i for i, p in enumerate(tree.new)}
     new_nodes = sorted((p for p in tree.new if p in used), key=lambda p: (_depth(p), order[p]))

@@ -92,8 +92,8 @@ class OpenAIEmbedder(Embedder):
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
 
-    @property  # type: ignore[override]
-    def dimension(self) -> int:
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
         """Vector size; a model missing from :data:`KNOWN_DIMENSIONS` is asked once."""
         if self._dimension is None:
             self._dimension = len(self._request(["dimension probe"])[0])

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from knowtology_cli.config import validate_name
 from knowtology_cli.errors import ConfigError, KnowtologyError
 from knowtology_cli.models import BrowseResult, ReadResult, SearchResult
-from knowtology_cli.tools import TOOLS, ToolDef
+from knowtology_cli.tool_specs import TOOLS, ToolDef
 
 from . import require
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import KnowtologyError
-from knowtology_cli.tools import TOOLS, ToolDef, error_text
+from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
 
 from . import require
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from knowtology_cli.errors import KnowtologyError
-from knowtology_cli.tools import TOOLS, ToolDef, error_text
+from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
 
 from . import require
 

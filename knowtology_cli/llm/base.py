@@ -223,7 +223,7 @@ class CallUsage:
 
 def usage_of(exc: BaseException) -> CallUsage:
     """The :class:`CallUsage` an LLM error carries (zero when no attempt reached the model)."""
-    usage = getattr(exc, "usage", None)
+    usage = exc.usage if isinstance(exc, LLMError) else None
     return usage if isinstance(usage, CallUsage) else CallUsage()
 
 
@@ -340,6 +340,8 @@ class LLMClient(ABC):
 
     provider: str = "llm"
     key_env: str | None = None
+    #: the API root of an HTTP provider (None: the provider's default, or no server at all)
+    base_url: str | None = None
 
     def __init__(
         self,
@@ -479,7 +481,7 @@ class LLMClient(ABC):
         try:
             return self._with_retries("JSON call", attempt, per_attempt, cancel)
         except LLMError as exc:
-            exc.usage = CallUsage(spent.input_tokens, spent.output_tokens,  # type: ignore[attr-defined]
+            exc.usage = CallUsage(spent.input_tokens, spent.output_tokens,
                                   self.profile.cost(spent.input_tokens, spent.output_tokens), spent.attempts,
                                   spent.estimated)
             raise
@@ -516,7 +518,7 @@ class LLMClient(ABC):
     @property
     def is_local(self) -> bool:
         """True when the client talks to a server on this machine (a loopback base URL)."""
-        return is_loopback_url(getattr(self, "base_url", None))
+        return is_loopback_url(self.base_url)
 
     def discover_limits(self) -> ServerLimits | None:
         """What the server says about the model's limits (context window), or None.

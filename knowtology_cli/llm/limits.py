@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .base import ServerLimits
+from .base import LLMClient, ServerLimits
 
 #: Seconds per discovery request: the server is local or at least already configured; a slow
 #: answer is not worth delaying the build for.
@@ -114,7 +114,7 @@ def discover(base_url: str, model: str, fetch: Fetch) -> ServerLimits | None:
     return None
 
 
-def fit_limits(client: Any) -> str:
+def fit_limits(client: LLMClient) -> str:
     """Adopt the server's published context window unless the user set one; say which limits are used.
 
     Order: ``--context-window``/``--max-output`` and ``config.toml`` profile overrides (the user's
@@ -123,10 +123,10 @@ def fit_limits(client: Any) -> str:
     2,048 (default profile)``.
     """
     profile = client.profile
-    source = getattr(client, "limits_source", None) or (
+    source = client.limits_source or (
         f"profile {profile.name}" if profile.known else "default profile, model unknown")
-    ctx_from, out_from = source, getattr(client, "output_source", None) or source
-    if not getattr(client, "limits_pinned", False):
+    ctx_from, out_from = source, client.output_source or source
+    if not client.limits_pinned:
         found = client.discover_limits()
         if found is not None and found.context_window:
             changes: dict[str, int] = {"context_window": found.context_window}
@@ -143,7 +143,7 @@ def fit_limits(client: Any) -> str:
             f"output {p.max_output_tokens:,} ({out_from})")
 
 
-def adopt_context_limit(client: Any, limit: int | None) -> bool:
+def adopt_context_limit(client: LLMClient, limit: int | None) -> bool:
     """Lower the client's context window to ``limit`` (from an overflow error); True if it changed."""
     if not limit or limit >= client.profile.context_window:
         return False

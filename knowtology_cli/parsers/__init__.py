@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
+from .base import PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
 
 __all__ = [
     "DOCUMENT_FORMATS",
@@ -36,11 +36,6 @@ __all__ = [
     "parse",
     "parser_version",
 ]
-
-TITLE_SEPARATOR = " › "
-
-#: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 1, "rst": 1, "html": 1, "pdf": 1, "text": 1}
 
 #: File-name extensions of each format (the last one, or the last two for compound names).
 _EXTENSIONS: dict[str, str] = {
@@ -63,55 +58,6 @@ _CONTENT_TYPES: dict[str, str] = {
 DOCUMENT_FORMATS = frozenset(_CONTENT_TYPES.values())
 _EXTRAS = {"html": ("html", "lxml"), "pdf": ("pdf", "pypdfium2")}
 _HTML_START = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.I | re.S)
-
-
-@dataclass(frozen=True)
-class Block:
-    """One unit of a section: a paragraph, list, table, code block or heading, as clean text.
-
-    Attributes:
-        text: the block's text; structure kept the Markdown way (``- `` items, ``| a | b |``
-            table rows, fenced code), inline markup gone (Markdown sources keep their own).
-        start: first source line (text formats) or page (PDF), 1-based.
-        end: last source line or page, inclusive.
-        kind: ``heading``, ``text``, ``list``, ``table``, ``code`` or ``quote``.
-    """
-
-    text: str
-    start: int
-    end: int
-    kind: str = "text"
-
-
-@dataclass(frozen=True)
-class Section:
-    """Blocks under one heading; ``titles`` is the heading trail from the document's top."""
-
-    titles: tuple[str, ...]
-    blocks: tuple[Block, ...]
-
-
-@dataclass(frozen=True)
-class Document:
-    """A parsed document.
-
-    Attributes:
-        format: ``markdown``, ``rst``, ``html``, ``pdf`` or ``text``.
-        unit: ``line`` or ``page``: what `Block.start` / `Block.end` count.
-        sections: in document order.
-        title: the document's own title when it states one (front matter, ``<title>``, PDF
-            metadata); headings are in the sections' title paths already.
-        parser: the parser's name and version as recorded in the store, e.g. ``markdown/1``.
-        dropped: blocks left out as no content (comments, directives like ``toctree``,
-            navigation, running page headers), for the ingest summary.
-    """
-
-    format: str
-    unit: str
-    sections: tuple[Section, ...]
-    title: str = ""
-    parser: str = ""
-    dropped: int = 0
 
 
 def display_name(file_name: str) -> str:
@@ -153,11 +99,6 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
         if by_name in (None, "text") and _HTML_START.match(head[:4096]):
             return "html"
     return by_name
-
-
-def parser_version(fmt: str) -> str:
-    """``format/version`` as recorded with every chunk of a file parsed as ``fmt``."""
-    return f"{fmt}/{PARSER_VERSIONS[fmt]}"
 
 
 def _parser(fmt: str) -> Callable[..., Document]:

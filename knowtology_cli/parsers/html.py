@@ -19,7 +19,7 @@ from typing import Any
 
 import lxml.html
 
-from . import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version
 from .inline import flow, table_text
 
 DROPPED_TAGS = frozenset({

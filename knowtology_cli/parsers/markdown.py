@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from . import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version
 from .inline import strip_tags
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)

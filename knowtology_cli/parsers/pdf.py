@@ -20,7 +20,7 @@ from typing import Any
 import pypdfium2 as pdfium
 
 from ..errors import InputError
-from . import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version
 from .inline import flow
 
 #: Line spacing (in font heights) above this multiple of the document's usual spacing starts a paragraph.

@@ -20,7 +20,7 @@ import re
 from functools import cache
 from typing import Any
 
-from . import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version
 from .inline import table_text
 
 #: Directives whose output is navigation, an index or build configuration, not content.

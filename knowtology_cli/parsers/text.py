@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from . import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version
 
 _ADORNMENT = re.compile(r"^([=\-~^\"'`:#*+_<>])\1{2,}[ \t]*$")
 

@@ -78,7 +78,7 @@ def rm3_query(
     for s, w in analyse(query, params):
         original[s] += 1
         surfaces.setdefault(s, Counter())[w] += 1
-    relevance: Counter[str] = Counter()
+    relevance: dict[str, float] = {}
     total_weight = sum(max(0.0, w) for _, w in feedback)
     for text, weight in feedback:
         terms = analyse(text, params)
@@ -88,8 +88,8 @@ def rm3_query(
         for s, w in terms:
             surfaces.setdefault(s, Counter())[w] += 1
         for s, n in counts.items():
-            relevance[s] += (weight / total_weight) * n / len(terms)
-    expansion = dict(relevance.most_common(params.terms))
+            relevance[s] = relevance.get(s, 0.0) + (weight / total_weight) * n / len(terms)
+    expansion = dict(sorted(relevance.items(), key=lambda kv: -kv[1])[: params.terms])
     norm = sum(expansion.values())
     qlen = sum(original.values())
     lam = params.original_weight if qlen else 0.0

@@ -81,9 +81,16 @@ def lance_index_args(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_
     return args
 
 
-def _vector_indices(ds: Any, column: str = VECTOR_COLUMN) -> list[dict[str, Any]]:
-    from .lance import list_indices
+def list_indices(ds: Any) -> list[dict[str, Any]]:
+    """``ds.list_indices()`` of a Lance dataset (vector and scalar indexes) without its deprecation warning."""
+    import warnings
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(ds.list_indices())
+
+
+def _vector_indices(ds: Any, column: str = VECTOR_COLUMN) -> list[dict[str, Any]]:
     try:
         indices = list_indices(ds)
     except (AttributeError, ValueError, OSError):

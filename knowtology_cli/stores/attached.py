@@ -97,8 +97,10 @@ class AttachedLanceStore(VectorStore):
         if missing:
             raise StoreError(f"attached table {self.table_uri} has no column(s) {', '.join(missing)} "
                              f"(columns: {', '.join(ds.schema.names)})", hint="fix the column mapping")
+        import pyarrow as pa  # loaded with lance already; kept off the module's import path like lance
+
         vtype = ds.schema.field(self.columns.vector).type
-        if not hasattr(vtype, "list_size"):
+        if not pa.types.is_fixed_size_list(vtype):
             raise StoreError(f"column {self.columns.vector!r} is not a fixed-size vector column ({vtype})")
 
     def _refuse(self, what: str) -> None:
@@ -151,6 +153,10 @@ class AttachedLanceStore(VectorStore):
 
     def refresh_indexes(self, collection: str) -> None:
         """Nothing to do: the owner maintains the table's indexes."""
+
+    def forget(self, collection: str) -> None:
+        """Drop the open dataset; the next call opens the table again (the pinned version, or the latest)."""
+        self._ds = None
 
     # reads --------------------------------------------------------------------------------
     def count(self, collection: str) -> int:
@@ -236,10 +242,10 @@ class AttachedLanceStore(VectorStore):
             return []
         from lance.query import MultiMatchQuery
 
-        from .lance import _fts_columns
+        from .lance import fts_columns
 
         ds = self.dataset()
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         columns = [x for x in (self.columns.title, self.columns.text) if x and x in indexed]
         if not columns:
             raise StoreError(

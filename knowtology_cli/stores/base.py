@@ -1,4 +1,10 @@
-"""Store ABCs: ``VectorStore`` holds chunk text + vectors, ``TreeStore`` the map over them."""
+"""Store interfaces: ``VectorStore`` (chunk text + vectors), ``TreeStore`` (the map over them),
+``TextStore`` / ``TextIndex`` (keyword search) and ``SessionStore`` (read histories), with the helpers they share.
+
+Every method a caller may use is declared here: abstract when each backend must answer it, else
+with a documented default that backends with more to offer override. Callers never probe a store
+for a method; ``tests/test_store_conformance.py`` runs every implementation through one contract.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models import Category, Chunk, ChunkMapping, TreeNode
+from ..errors import NotFoundError
+from ..models import Category, Chunk, ChunkMapping, TreeNode, split_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,8 +152,6 @@ def ensure_path(
 ) -> int:
     """The node id of ``path``, creating missing prefixes through ``insert(parent_id, name, level,
     prefix) -> id``; ``ids`` (``path -> id`` of existing nodes) is updated in place."""
-    from .sqlite import split_path
-
     segments = split_path(path)
     parent: int | None = None
     for depth in range(1, len(segments) + 1):
@@ -192,9 +197,63 @@ def same_document(a: Chunk, b: Chunk) -> bool:
     return bool(a.file_name) and a.file_name == b.file_name
 
 
-class VectorStore(ABC):
-    """Chunk rows (text, metadata, vector) of each collection; the only place text lives."""
+class TextStore(ABC):
+    """Keyword (BM25-style) search over a collection's chunk title and text."""
 
+    @abstractmethod
+    def keyword_search(
+        self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """Best-first chunk ids for ``query`` (title + text), optionally restricted to ``within`` ids."""
+
+    def row_store(self) -> VectorStore | None:
+        """The vector store holding the rows this store searches, when it has one (default: None)."""
+        return None
+
+    async def search_by_keywords(self, collection_id: str, keywords: str, top_k: int = 5) -> list[dict[str, Any]]:
+        """The seed's async form: ``[{"chunk_id", "score"}]`` best first (comma-separated terms)."""
+        import asyncio  # lazy: only the seed's async API needs an event loop (kt browse does not)
+
+        from ..textutil import keyword_query
+
+        query = keyword_query(keywords)
+        hits = await asyncio.to_thread(self.keyword_search, collection_id, query, top_k)
+        return [{"chunk_id": h.chunk_id, "score": h.score} for h in hits]
+
+    def close(self) -> None:  # noqa: B027 (optional hook: nothing to release by default)
+        """Release resources."""
+
+
+class TextIndex(TextStore):
+    """A text store written beside a vector store that has no BM25 of its own: ingest upserts the
+    chunks' title and text here too, and removals delete them."""
+
+    @abstractmethod
+    def upsert(self, collection: str, chunks: Sequence[Chunk]) -> None:
+        """Insert or replace the chunks' title and text by chunk_id."""
+
+    @abstractmethod
+    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
+        """Delete rows by chunk_id."""
+
+    @abstractmethod
+    def drop(self, collection: str) -> None:
+        """Delete every row of the collection."""
+
+    @abstractmethod
+    def count(self, collection: str) -> int:
+        """Number of rows (0 for a missing collection)."""
+
+
+class VectorStore(TextStore):
+    """Chunk rows (text, metadata, vector) of each collection; the only place text lives.
+
+    Abstract methods are what every backend answers. The others have defaults: a scan over
+    :meth:`iter_rows` (``regex_search``, ``neighbours``), an unweighted keyword search, or "nothing
+    to do" for stores without indexes or caches; backends override them where they can do better.
+    """
+
+    #: True for a store that refuses every write (an attached table)
     read_only: bool = False
 
     @abstractmethod
@@ -204,6 +263,10 @@ class VectorStore(ABC):
     @abstractmethod
     def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
         """Delete rows by chunk_id, atomically."""
+
+    @abstractmethod
+    def drop(self, collection: str) -> None:
+        """Remove a collection's rows (its whole table); a missing collection is no error."""
 
     @abstractmethod
     def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
@@ -235,6 +298,16 @@ class VectorStore(ABC):
     ) -> list[ScoredId]:
         """BM25 ranking of rows for ``query`` over title + text."""
 
+    @abstractmethod
+    def count(self, collection: str) -> int:
+        """Number of rows (0 for a missing collection)."""
+
+    # capabilities with defaults ------------------------------------------------------------
+    def is_read_only(self, collection: str) -> bool:
+        """True when writes to ``collection`` are refused. Default: :attr:`read_only` (one answer for
+        every collection); a store that routes collections answers per collection."""
+        return self.read_only
+
     def weighted_keyword_search(
         self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
     ) -> list[ScoredId]:
@@ -242,26 +315,11 @@ class VectorStore(ABC):
         multiplied by its weight. This default ignores the weights (a plain keyword search)."""
         return self.keyword_search(collection, " ".join(terms), k, within=within)
 
-    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
-        """Chunks of ``chunk``'s document (same doc_id, else same file) whose chunk_index lies within
-        ``before`` / ``after`` positions of it, in document order, itself excluded. This default scans
-        the table; stores with filters override it."""
-        lo, hi = chunk.chunk_index - before, chunk.chunk_index + after
-        out = []
-        for rows, _ in self.iter_rows(collection, with_vectors=False):
-            for c in rows:
-                if c.chunk_id != chunk.chunk_id and same_document(c, chunk) and lo <= c.chunk_index <= hi:
-                    out.append(c)
-        return sorted(out, key=lambda c: (c.chunk_index, c.chunk_id))
-
-    @abstractmethod
-    def count(self, collection: str) -> int:
-        """Number of rows (0 for a missing collection)."""
-
     def regex_search(
         self, collection: str, pattern: str, k: int, *, within: Sequence[str] | None = None
     ) -> list[ScoredId]:
-        """Rows whose text matches a regular expression; score = number of matches."""
+        """Rows whose text matches a regular expression; score = number of matches. This default
+        scans the table."""
         import re
 
         regex = re.compile(pattern)
@@ -277,12 +335,40 @@ class VectorStore(ABC):
         hits.sort(key=lambda h: (-h.score, h.chunk_id))
         return hits[:k]
 
-    def drop(self, collection: str) -> None:
-        """Remove a collection's table."""
-        raise NotImplementedError
+    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
+        """Chunks of ``chunk``'s document (same doc_id, else same file) whose chunk_index lies within
+        ``before`` / ``after`` positions of it, in document order, itself excluded. This default scans
+        the table; stores with filters override it."""
+        lo, hi = chunk.chunk_index - before, chunk.chunk_index + after
+        out = []
+        for rows, _ in self.iter_rows(collection, with_vectors=False):
+            for c in rows:
+                if c.chunk_id != chunk.chunk_id and same_document(c, chunk) and lo <= c.chunk_index <= hi:
+                    out.append(c)
+        return sorted(out, key=lambda c: (c.chunk_index, c.chunk_id))
 
-    def close(self) -> None:
-        """Release resources."""
+    def indexes_stale(self, collection: str) -> bool:
+        """True when the collection's search indexes miss rows written since they were built, so
+        :meth:`refresh_indexes` has work to do. Default: False (a store whose indexes follow every write)."""
+        return False
+
+    def refresh_indexes(self, collection: str) -> None:  # noqa: B027 (optional hook)
+        """Bring the collection's full-text and vector indexes up to date after writes. Default:
+        nothing to do. Called by ingest after it wrote rows or found :meth:`indexes_stale`."""
+
+    def forget(self, collection: str) -> None:  # noqa: B027 (optional hook)
+        """Drop whatever the store caches about ``collection`` (an open table, a route), so the next
+        call sees what another handle changed (an attach, a detach, a drop). Default: nothing cached."""
+
+    def backend_for(self, collection: str) -> VectorStore:
+        """The store that holds ``collection``'s rows: this one, or for a store that passes calls on
+        (routing, keyword routing) the one it passes them to. For tools that need the backend itself
+        (``kt bench`` reading a Lance dataset)."""
+        return self
+
+    def row_store(self) -> VectorStore | None:
+        """A vector store holds its own rows."""
+        return self
 
 
 class TreeStore(ABC):
@@ -358,9 +444,10 @@ class TreeStore(ABC):
         (descendants' paths follow a new name), and record the nodes at ``named`` (paths before the
         renaming) as named for their current members."""
 
-    def set_chunk_count(self, name: str, chunks: int) -> None:
+    def set_chunk_count(self, name: str, chunks: int) -> None:  # noqa: B027 (optional hook)
         """Record how many chunks the collection's vector table holds (read by ``browse`` to say what
-        is not mapped yet without opening the vector store). Stores that keep no count ignore it."""
+        is not mapped yet without opening the vector store). Default: not recorded (``CollectionInfo.chunks``
+        stays None)."""
 
     # tree --------------------------------------------------------------------------------
     @abstractmethod
@@ -419,5 +506,47 @@ class TreeStore(ABC):
     def calls(self, collection: str | None = None, build_id: str | None = None) -> list[dict[str, Any]]:
         """Logged calls (without responses), oldest first, optionally of one collection / build."""
 
-    def close(self) -> None:
+    # housekeeping ------------------------------------------------------------------------
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The store's schema version (its applied migrations); opening a store migrates it."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release resources."""
+
+
+class SessionStore(ABC):
+    """Read histories: per session and collection, the chunk ids read, oldest first, each once."""
+
+    @abstractmethod
+    def load(self, name: str) -> dict[str, Any]:
+        """``{"name": ..., "collections": {collection: {"read": [ids]}}}`` (empty when the session is new)."""
+
+    @abstractmethod
+    def read_ids(self, name: str, collection: str) -> list[str]:
+        """Chunk ids read in this session and collection, oldest first."""
+
+    @abstractmethod
+    def mark_read(self, name: str, collection: str, chunk_ids: Iterable[str]) -> None:
+        """Append ids not read yet to the history, atomically."""
+
+    @abstractmethod
+    def reset(self, name: str, collection: str | None = None) -> bool:
+        """Forget a session's history (one collection, or all); False when the session had none."""
+
+    @abstractmethod
+    def forget_chunks(self, collection: str, chunk_ids: Iterable[str] | None = None) -> None:
+        """Take removed chunks (every chunk of ``collection`` when None) out of every session's history."""
+
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Every session with a history, by name."""
+
+    def require(self, name: str) -> dict[str, Any]:
+        """Load a session that must exist (``NotFoundError`` otherwise)."""
+        if name not in self.names():
+            raise NotFoundError(f"no session named {name!r}", hint="`kt session list` shows the sessions")
+        return self.load(name)
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Release resources."""

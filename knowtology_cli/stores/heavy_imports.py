@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.abc import Loader
 from importlib.machinery import ModuleSpec
 from importlib.util import find_spec
 from types import ModuleType
@@ -20,7 +21,7 @@ from typing import Any
 SKIP_PANDAS_PROBE = False
 
 
-class _PandasProbeBlocker:
+class _PandasProbeBlocker(Loader):
     """Meta-path finder under which ``import pandas`` fails fast while ``find_spec`` still succeeds.
 
     pyarrow then records "pandas absent" for its implicit checks, but its explicit conversions

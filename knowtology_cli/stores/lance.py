@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
+from .ann import list_indices, maybe_create_vector_index, nearest_params
 from .base import ScoredId, VectorStore
 from .heavy_imports import import_lance
 
@@ -85,20 +86,11 @@ def _schema(dimension: int) -> Any:
     )
 
 
-def list_indices(ds: Any) -> list[dict[str, Any]]:
-    """``ds.list_indices()`` without its deprecation warning."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(ds.list_indices())
-
-
 def _is_inverted(index: dict[str, Any]) -> bool:
     return str(index.get("type", "")).lower().startswith("inverted") and bool(index.get("fields"))
 
 
-def _fts_columns(ds: Any) -> set[str]:
+def fts_columns(ds: Any) -> set[str]:
     """Columns of ``ds`` that carry a full-text (inverted) index, whatever the index is named."""
     return {ix["fields"][0] for ix in list_indices(ds) if _is_inverted(ix)}
 
@@ -201,6 +193,15 @@ class LanceVectorStore(VectorStore):
                 return None
             raise StoreError(f"cannot open vector table {collection!r}: {exc}") from exc
 
+    def dataset(self, collection: str) -> Any:
+        """The collection's ``lance`` dataset at its latest version, or None when there is no table
+        (for measurements that read the table itself, e.g. ``kt bench``)."""
+        return self._dataset(collection)
+
+    def forget(self, collection: str) -> None:
+        """Drop the cached dataset handle; the next call opens the table again."""
+        self._datasets.pop(collection, None)
+
     def _dimension(self, collection: str) -> int | None:
         ds = self._dataset(collection)
         if ds is None:
@@ -283,10 +284,8 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None:
             return
-        from .ann import maybe_create_vector_index
-
         had_indexes = bool(list_indices(ds))
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         try:
             with deferred_interrupt():
                 for column in FTS_COLUMNS:
@@ -396,8 +395,6 @@ class LanceVectorStore(VectorStore):
                 f"query vector has {len(vector)} dimensions, collection {collection!r} has {dimension}",
                 hint="query with the embedder the collection was ingested with",
             )
-        from .ann import nearest_params
-
         kwargs: dict[str, Any] = {}
         if within is not None:
             kwargs.update(filter=id_filter(within), prefilter=True)
@@ -419,7 +416,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import MultiMatchQuery
 
-        indexed = _fts_columns(ds)
+        indexed = fts_columns(ds)
         columns = [c for c in FTS_COLUMNS if c in indexed]
         if not columns:
             return []
@@ -448,7 +445,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import BooleanQuery, MatchQuery, Occur
 
-        columns = [c for c in FTS_COLUMNS if c in _fts_columns(ds)]
+        columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
         if not columns:
             return []
         clauses = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
@@ -478,3 +475,14 @@ class LanceVectorStore(VectorStore):
             where += " AND (doc_id IS NULL OR doc_id = '')"
         rows = ds.to_table(columns=META_COLUMNS + ["text"], filter=where).to_pylist()
         return sorted((_chunk(r) for r in rows), key=lambda c: (c.chunk_index, c.chunk_id))
+
+
+def lance_dataset(store: VectorStore, collection: str) -> Any:
+    """The Lance dataset holding ``collection`` in ``store`` (through a routing store to its backend),
+    or None when there is no table yet; ``StoreError`` when the collection is not in a Lance table."""
+    backend = store.backend_for(collection)
+    if not isinstance(backend, LanceVectorStore):
+        raise StoreError(f"collection {collection!r} is not in a Lance table ({type(backend).__name__})",
+                         hint="this measurement reads the Lance dataset; use a store with the default vector_uri")
+    return backend.dataset(collection)
+

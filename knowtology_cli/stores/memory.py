@@ -23,11 +23,16 @@ class InMemoryTreeStore(SQLiteTreeStore):
 
 
 class InMemoryVectorStore(VectorStore):
-    """Rows in dicts, exact cosine search, a plain BM25 (k1=0.9, b=0.4) for keywords."""
+    """Rows in dicts, exact cosine search, a plain BM25 (k1=0.9, b=0.4) for keywords.
 
-    def __init__(self) -> None:
-        self._rows: dict[str, dict[str, Chunk]] = {}
-        self._vectors: dict[str, dict[str, np.ndarray]] = {}
+    ``rows`` / ``vectors`` (``collection -> chunk_id -> row / vector``) let several stores share one
+    storage (the seed adapters' in-memory database); by default the store has its own.
+    """
+
+    def __init__(self, rows: dict[str, dict[str, Chunk]] | None = None,
+                 vectors: dict[str, dict[str, np.ndarray]] | None = None) -> None:
+        self._rows: dict[str, dict[str, Chunk]] = rows if rows is not None else {}
+        self._vectors: dict[str, dict[str, np.ndarray]] = vectors if vectors is not None else {}
 
     def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         existing = self._vectors.get(collection)

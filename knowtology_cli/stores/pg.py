@@ -17,14 +17,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from knowtology_cli.errors import NotFoundError, StoreError
-from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode
+from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode, split_path
 from knowtology_cli.provenance import provenance, provenance_json
 
 from .base import (
     WHOLE_COLLECTION,
     CollectionInfo,
     ScoredId,
+    SessionStore,
     SourceRecord,
+    TextIndex,
     TreeState,
     TreeStore,
     churn_by_node,
@@ -33,7 +35,6 @@ from .base import (
     renamed_paths,
     subtree_counts,
 )
-from .sqlite import split_path
 
 #: Arbitrary constant for ``pg_advisory_xact_lock`` while migrating ("KT" + 7).
 MIGRATION_LOCK = 0x4B5407
@@ -633,7 +634,7 @@ def tsquery_text(query: str) -> str:
     return " | ".join(f"'{t}'" for t in terms)
 
 
-class PostgresTextStore:
+class PostgresTextStore(TextIndex):
     """Chunk title + text in PostgreSQL for keyword search (``tsvector``, GIN index, ``ts_rank_cd``).
 
     Pairs with a vector store that has no BM25 of its own (e.g. Qdrant): ingest writes the text
@@ -692,8 +693,8 @@ class PostgresTextStore:
         self.db.close()
 
 
-class PostgresSessionStore:
-    """Read histories in ``kt_session_reads`` (same methods as the file-based ``SessionStore``)."""
+class PostgresSessionStore(SessionStore):
+    """Read histories in ``kt_session_reads``."""
 
     def __init__(self, dsn: str) -> None:
         self.db = _Postgres(dsn)

@@ -28,7 +28,7 @@ import numpy as np
 from knowtology_cli.errors import EmbeddingError, StoreError
 from knowtology_cli.models import Chunk
 
-from .base import ScoredId, VectorStore
+from .base import ScoredId, TextIndex, VectorStore
 
 CHUNK_FIELDS = ("chunk_id", "text", "title", "doc_id", "file_name", "chunk_index", "content_hash", "metadata")
 TEXT_FIELDS = ("title", "text")
@@ -53,8 +53,8 @@ class QdrantVectorStore(VectorStore):
             point id is the chunk id).
         vector_name: the named vector to use (None: the collection's single unnamed vector).
         read_only: refuse every write (for collections owned by someone else).
-        text_store: where keyword search goes instead of Qdrant's BM25 (needs ``upsert``,
-            ``delete``, ``keyword_search``).
+        text_store: a ``TextIndex`` (e.g. ``PostgresTextStore``) that keyword search goes to
+            instead of Qdrant's BM25; writes go to it too.
         client: an existing ``QdrantClient`` (the other connection arguments are then ignored).
     """
 
@@ -69,11 +69,14 @@ class QdrantVectorStore(VectorStore):
         fields: Mapping[str, str | None] | None = None,
         vector_name: str | None = None,
         read_only: bool = False,
-        text_store: Any = None,
+        text_store: TextIndex | None = None,
         client: Any = None,
     ) -> None:
         if client is None and url is None and path is None:
             raise StoreError("QdrantVectorStore needs url= or path=", hint="e.g. url='http://localhost:6333'")
+        if text_store is not None and not isinstance(text_store, TextIndex):
+            raise StoreError(f"text_store must be a TextIndex (keyword search you can write to), got "
+                             f"{type(text_store).__name__}", hint="e.g. text_store=PostgresTextStore(dsn)")
         self.url, self.path, self._api_key = url, path, api_key
         self.prefix = prefix
         self.collection_map = dict(collections or {})

@@ -1,4 +1,5 @@
-"""RoutingVectorStore: attached collections go to their read-only store, every other to the default.
+"""Vector stores that pass calls on: by collection (attached ones to their own read-only store) or
+keyword searches to a separate text store.
 
 A collection made by ``kt attach`` records where its rows live in ``CollectionInfo.source``
 (``{"kind": "lance", "table": ..., "columns": {...}}`` or ``{"kind": "qdrant", ...}``); the
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import ConfigError
-from knowtology_cli.stores.base import ScoredId, TreeStore, VectorStore
+from knowtology_cli.stores.base import ScoredId, TextStore, TreeStore, VectorStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,96 +62,124 @@ def store_for_source(collection: str, source: dict[str, Any]) -> VectorStore:
                       hint="re-attach it with `kt attach`")
 
 
-class RoutingVectorStore(VectorStore):
+class ForwardingVectorStore(VectorStore):
+    """A vector store that passes every call on to the store :meth:`target` names for the collection.
+
+    Each method of :class:`VectorStore` is written out here, so a subclass changes where calls go
+    (``target``) or overrides the few it answers itself; nothing is forwarded implicitly.
+    """
+
+    def __init__(self, inner: VectorStore) -> None:
+        self.inner = inner
+
+    def target(self, collection: str) -> VectorStore:
+        """The store that answers calls about ``collection`` (default: :attr:`inner`)."""
+        return self.inner
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        return self.inner.read_only
+
+    def is_read_only(self, collection: str) -> bool:
+        return self.target(collection).is_read_only(collection)
+
+    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        self.target(collection).upsert(collection, chunks, vectors)
+
+    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
+        self.target(collection).delete(collection, chunk_ids)
+
+    def drop(self, collection: str) -> None:
+        self.target(collection).drop(collection)
+
+    def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
+        return self.target(collection).fingerprints(collection)
+
+    def get(self, collection: str, chunk_ids: Sequence[str], *, with_text: bool = True) -> list[Chunk]:
+        return self.target(collection).get(collection, chunk_ids, with_text=with_text)
+
+    def iter_rows(
+        self, collection: str, *, with_vectors: bool = True, batch_size: int = 4096
+    ) -> Iterator[tuple[list[Chunk], np.ndarray | None]]:
+        return self.target(collection).iter_rows(collection, with_vectors=with_vectors, batch_size=batch_size)
+
+    def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.target(collection).vectors(collection, chunk_ids)
+
+    def vector_search(
+        self, collection: str, vector: np.ndarray, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.target(collection).vector_search(collection, vector, k, within=within)
+
+    def keyword_search(
+        self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.target(collection).keyword_search(collection, query, k, within=within)
+
+    def weighted_keyword_search(
+        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.target(collection).weighted_keyword_search(collection, terms, k, within=within)
+
+    def regex_search(
+        self, collection: str, pattern: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.target(collection).regex_search(collection, pattern, k, within=within)
+
+    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
+        return self.target(collection).neighbours(collection, chunk, before, after)
+
+    def count(self, collection: str) -> int:
+        return self.target(collection).count(collection)
+
+    def indexes_stale(self, collection: str) -> bool:
+        return self.target(collection).indexes_stale(collection)
+
+    def refresh_indexes(self, collection: str) -> None:
+        self.target(collection).refresh_indexes(collection)
+
+    def forget(self, collection: str) -> None:
+        self.inner.forget(collection)
+
+    def backend_for(self, collection: str) -> VectorStore:
+        return self.target(collection).backend_for(collection)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class RoutingVectorStore(ForwardingVectorStore):
     """Dispatches each call by collection: attached ones to their own store, the rest to ``default``."""
 
     def __init__(self, default: VectorStore, tree: TreeStore) -> None:
-        self.default = default
+        super().__init__(default)
         self.tree = tree
         self._routes: dict[str, VectorStore | None] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        """Backend-specific helpers (e.g. ``LanceVectorStore._dataset``) of the default store."""
-        default = self.__dict__.get("default")
-        if default is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(default, name)
+    @property
+    def default(self) -> VectorStore:
+        """The store of every collection that is not attached."""
+        return self.inner
 
     def route(self, collection: str) -> VectorStore:
         """The store holding ``collection``'s rows."""
         if collection not in self._routes:
             info = self.tree.get_collection(collection)
             source = info.source if info is not None else None
-            attached = bool(source) and source.get("kind") in ATTACHED_KINDS and source.get("attached", True)
-            self._routes[collection] = store_for_source(collection, source) if attached else None
+            attached = source is not None and source.get("kind") in ATTACHED_KINDS and source.get("attached", True)
+            self._routes[collection] = store_for_source(collection, source) if source is not None and attached else None
         return self._routes[collection] or self.default
 
+    def target(self, collection: str) -> VectorStore:
+        return self.route(collection)
+
     def forget(self, collection: str) -> None:
-        """Drop the cached route (after attaching or detaching ``collection``)."""
+        """Drop the cached route (after attaching or detaching ``collection``) and what the default
+        store caches about it."""
         store = self._routes.pop(collection, None)
         if store is not None:
             store.close()
-
-    @property
-    def read_only(self) -> bool:  # type: ignore[override]
-        return self.default.read_only
-
-    def is_read_only(self, collection: str) -> bool:
-        return self.route(collection).read_only
-
-    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
-        self.route(collection).upsert(collection, chunks, vectors)
-
-    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
-        self.route(collection).delete(collection, chunk_ids)
-
-    def drop(self, collection: str) -> None:
-        self.route(collection).drop(collection)
-
-    def refresh_indexes(self, collection: str) -> None:
-        refresh = getattr(self.route(collection), "refresh_indexes", None)
-        if refresh is not None:
-            refresh(collection)
-
-    def fingerprints(self, collection: str) -> dict[str, tuple[str, str]]:
-        return self.route(collection).fingerprints(collection)
-
-    def get(self, collection: str, chunk_ids: Sequence[str], *, with_text: bool = True) -> list[Chunk]:
-        return self.route(collection).get(collection, chunk_ids, with_text=with_text)
-
-    def iter_rows(
-        self, collection: str, *, with_vectors: bool = True, batch_size: int = 4096
-    ) -> Iterator[tuple[list[Chunk], np.ndarray | None]]:
-        return self.route(collection).iter_rows(collection, with_vectors=with_vectors, batch_size=batch_size)
-
-    def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.route(collection).vectors(collection, chunk_ids)
-
-    def vector_search(
-        self, collection: str, vector: np.ndarray, k: int, *, within: Sequence[str] | None = None
-    ) -> list[ScoredId]:
-        return self.route(collection).vector_search(collection, vector, k, within=within)
-
-    def keyword_search(
-        self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
-    ) -> list[ScoredId]:
-        return self.route(collection).keyword_search(collection, query, k, within=within)
-
-    def regex_search(
-        self, collection: str, pattern: str, k: int, *, within: Sequence[str] | None = None
-    ) -> list[ScoredId]:
-        return self.route(collection).regex_search(collection, pattern, k, within=within)
-
-    def weighted_keyword_search(
-        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
-    ) -> list[ScoredId]:
-        return self.route(collection).weighted_keyword_search(collection, terms, k, within=within)
-
-    def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
-        return self.route(collection).neighbours(collection, chunk, before, after)
-
-    def count(self, collection: str) -> int:
-        return self.route(collection).count(collection)
+        self.default.forget(collection)
 
     def close(self) -> None:
         for store in self._routes.values():
@@ -158,3 +187,23 @@ class RoutingVectorStore(VectorStore):
                 store.close()
         self._routes.clear()
         self.default.close()
+
+
+class KeywordRoutedStore(ForwardingVectorStore):
+    """A vector store whose keyword searches are answered by a separate text store (e.g. PostgreSQL
+    full-text beside a vector store without BM25); every other call goes to ``vectors``."""
+
+    def __init__(self, vectors: VectorStore, text_store: TextStore) -> None:
+        super().__init__(vectors)
+        self.text_store = text_store
+
+    def keyword_search(
+        self, collection: str, query: str, k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        return self.text_store.keyword_search(collection, query, k, within=within)
+
+    def weighted_keyword_search(
+        self, collection: str, terms: dict[str, float], k: int, *, within: Sequence[str] | None = None
+    ) -> list[ScoredId]:
+        """A text store takes no weights: the terms as one plain keyword search."""
+        return self.keyword_search(collection, " ".join(terms), k, within=within)

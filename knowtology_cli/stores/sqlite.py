@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ..models import Category, ChunkMapping, TreeNode
+from ..models import Category, ChunkMapping, TreeNode, split_path
 from ..provenance import provenance, provenance_json
 from .base import (
     WHOLE_COLLECTION,
@@ -162,14 +162,6 @@ def _mapping(row: sqlite3.Row) -> ChunkMapping:
         path=row["path"],
         **provenance(row["provenance"] if "provenance" in row.keys() else ""),
     )
-
-
-def split_path(path: str) -> list[str]:
-    """Segments of a tree path (``root`` and empty mean the top)."""
-    path = (path or "").strip().strip("/")
-    if path in ("", "root"):
-        return []
-    return [seg.strip() for seg in path.split("/") if seg.strip()]
 
 
 class SQLiteTreeStore(TreeStore):

@@ -179,7 +179,7 @@ def keyword_brain(chunks: list[tuple[str, str]], tree: list[str]) -> dict[str, A
         assignments.append({"chunk_id": chunk_id, "path": paths[chunk_id], "snippet": _snippet(text)})
     order = {cid: i for i, (cid, _) in enumerate(chunks)}
     assignments.sort(key=lambda a: order[a["chunk_id"]])
-    existing = set()
+    existing: set[str] = set()
     for leaf in tree:
         parts = leaf.split("/")
         existing.update("/".join(parts[: i + 1]) for i in range(len(parts)))

@@ -1,0 +1,52 @@
+"""Run the chosen tree builder (offline clustering, LLM or hybrid) over what needs mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .hybrid import run_hybrid_build
+from .llm_builder import run_llm_build
+from .runner import run_cluster_build, stale_nodes
+
+if TYPE_CHECKING:
+    from ..kb import KnowledgeBase
+    from ..llm.base import LLMClient
+    from ..models import BuildReport
+
+
+def run_build(
+    kb: KnowledgeBase,
+    collection: str,
+    *,
+    builder: str,
+    llm: LLMClient | None,
+    rebuild: bool,
+    dry_run: bool,
+    concurrency: int,
+    progress: Callable[[str, int, int], None],
+    message: Callable[[str], None],
+    use_cache: bool = True,
+) -> BuildReport:
+    """Run the cluster, LLM or hybrid builder over what needs mapping; see ``KnowledgeBase.build``.
+
+    ``use_cache=False`` makes the LLM builder call the model even for prompts the call log has answered.
+    """
+    if builder == "hybrid":
+        assert llm is not None
+        return run_hybrid_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                                progress=progress, message=message, use_cache=use_cache)
+    if builder == "llm":
+        assert llm is not None
+        full = rebuild or not kb.tree.nodes(collection)
+        report = run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+                               progress=progress, message=message, use_cache=use_cache)
+        if full and not dry_run and not report.unmapped:
+            kb.tree.mark_named(collection)  # the model named every category for the members it has now
+        elif not dry_run:
+            left = stale_nodes(kb, collection)
+            if left:  # re-describing them is the LLM builder's part (see stale_nodes)
+                report = report.model_copy(update={"notes": [*report.notes, (
+                    f"{len(left)} categories changed materially since they were named (e.g. {left[0].path!r})")]})
+        return report
+    return run_cluster_build(kb, collection, rebuild=rebuild, dry_run=dry_run, progress=progress, message=message)

@@ -1,0 +1,64 @@
+"""What every parser returns: a `Document` of titled `Section`s made of clean `Block`s, and parser versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TITLE_SEPARATOR = " › "
+
+#: Bumped whenever a parser's output for the same input changes; stored with every chunk.
+PARSER_VERSIONS: dict[str, int] = {"markdown": 1, "rst": 1, "html": 1, "pdf": 1, "text": 1}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One unit of a section: a paragraph, list, table, code block or heading, as clean text.
+
+    Attributes:
+        text: the block's text; structure kept the Markdown way (``- `` items, ``| a | b |``
+            table rows, fenced code), inline markup gone (Markdown sources keep their own).
+        start: first source line (text formats) or page (PDF), 1-based.
+        end: last source line or page, inclusive.
+        kind: ``heading``, ``text``, ``list``, ``table``, ``code`` or ``quote``.
+    """
+
+    text: str
+    start: int
+    end: int
+    kind: str = "text"
+
+
+@dataclass(frozen=True)
+class Section:
+    """Blocks under one heading; ``titles`` is the heading trail from the document's top."""
+
+    titles: tuple[str, ...]
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed document.
+
+    Attributes:
+        format: ``markdown``, ``rst``, ``html``, ``pdf`` or ``text``.
+        unit: ``line`` or ``page``: what `Block.start` / `Block.end` count.
+        sections: in document order.
+        title: the document's own title when it states one (front matter, ``<title>``, PDF
+            metadata); headings are in the sections' title paths already.
+        parser: the parser's name and version as recorded in the store, e.g. ``markdown/1``.
+        dropped: blocks left out as no content (comments, directives like ``toctree``,
+            navigation, running page headers), for the ingest summary.
+    """
+
+    format: str
+    unit: str
+    sections: tuple[Section, ...]
+    title: str = ""
+    parser: str = ""
+    dropped: int = 0
+
+
+def parser_version(fmt: str) -> str:
+    """``format/version`` as recorded with every chunk of a file parsed as ``fmt``."""
+    return f"{fmt}/{PARSER_VERSIONS[fmt]}"

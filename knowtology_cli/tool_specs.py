@@ -1,0 +1,194 @@
+"""The four agent tools as every surface publishes them: names, prompts, argument models, validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError, KnowtologyError, NotFoundError
+from .models import ROOT
+
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 50
+MAX_CONTEXT = 10
+
+
+# --------------------------------------------------------------------------- argument models
+class ToolArgs(BaseModel):
+    """Base of the tool argument models: unknown keys are refused (a typo is an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class BrowseArgs(ToolArgs):
+    """Arguments of ``km_browse_tree``."""
+
+    path: str = Field(
+        default=ROOT,
+        description="Category path to open, e.g. 'Returns' or 'Returns/Refunds'; 'root' (default) is the top.",
+    )
+
+
+class SearchArgs(ToolArgs):
+    """Arguments of ``km_search_chunks``."""
+
+    query: str = Field(description="What you are looking for, as a short question or phrase.")
+    top_k: int | None = Field(
+        default=None, ge=1, le=MAX_TOP_K, description="Number of hits (default 5)."
+    )
+    under: str | None = Field(
+        default=None, description="Only search inside this category path (from km_browse_tree)."
+    )
+    preset: Literal["fast", "default", "thorough"] | None = Field(
+        default=None,
+        description="Speed/quality trade-off: 'fast' (keywords only), 'default' (meaning + keywords), "
+                    "'thorough' (adds query expansion from the first results; slower, finds more).",
+    )
+
+
+class KeywordArgs(ToolArgs):
+    """Arguments of ``km_search_keyword``."""
+
+    keywords: str = Field(
+        description="Exact words to match; separate several terms with commas, e.g. '7 days, refund'."
+    )
+    top_k: int | None = Field(
+        default=None, ge=1, le=MAX_TOP_K, description="Number of hits (default 5)."
+    )
+    under: str | None = Field(
+        default=None, description="Only search inside this category path (from km_browse_tree)."
+    )
+
+
+class ReadArgs(ToolArgs):
+    """Arguments of ``km_read_chunks``."""
+
+    chunk_ids: list[str] = Field(
+        min_length=1,
+        description="Chunk ids to read in full, exactly as shown in [brackets] by the other tools.",
+    )
+    context: int = Field(
+        default=0, ge=0, le=MAX_CONTEXT,
+        description="Also return this many neighbouring chunks before and after each one, from the same "
+                    "document (to widen a hit without another search).",
+    )
+
+    @field_validator("chunk_ids", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        # models (and the seed API) often pass one id, or "a, b", as a plain string
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool as every surface publishes it.
+
+    Attributes:
+        name: the tool name (``km_*``), used by MCP, LangChain and ``kt ask``.
+        route: the short name used by FastAPI (``/km/<route>``) and the REPL.
+        args: the pydantic model of the arguments (its JSON schema is the tool's input schema).
+        description: a prompt for the model: when to use the tool and what to call next.
+        title: a short human title.
+    """
+
+    name: str
+    route: str
+    args: type[ToolArgs]
+    description: str
+    title: str
+
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (no pydantic titles, for model-facing specs)."""
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+
+TOOLS: tuple[ToolDef, ...] = (
+    ToolDef(
+        name="km_browse_tree",
+        route="browse",
+        args=BrowseArgs,
+        title="Browse the knowledge map",
+        description=(
+            "See what the knowledge base contains: a map of up to 3 levels of categories with chunk "
+            "counts. Start here with path='root' to get an overview, then open a category path to see "
+            "its sub-categories; at a leaf category you get one '[chunk_id] snippet' line per chunk. "
+            "Snippets are summaries, not the text: to answer, pass the ids you need to km_read_chunks. "
+            "Use km_search_chunks or km_search_keyword when you already know what to look for."
+        ),
+    ),
+    ToolDef(
+        name="km_search_chunks",
+        route="search",
+        args=SearchArgs,
+        title="Search by meaning",
+        description=(
+            "Search by meaning and wording together: finds chunks about a topic even when the words "
+            "differ. Returns hits grouped under their category path, one line per hit — "
+            "'[chunk_id] snippet score' — never the full text. Use 'under' to stay inside a category "
+            "found with km_browse_tree; preset='thorough' when the first results miss. Next: read the "
+            "most promising hits with km_read_chunks before answering; do not answer from snippets alone."
+        ),
+    ),
+    ToolDef(
+        name="km_search_keyword",
+        route="keyword",
+        args=KeywordArgs,
+        title="Search by exact keywords",
+        description=(
+            "Keyword (BM25) search for exact terms: names, codes, numbers, error messages, phrases "
+            "such as '7 days, refund' (comma-separated terms). Returns snippet lines like "
+            "km_search_chunks, never the full text. Use it when meaning-based search misses an exact "
+            "term. Next: read the matching chunks with km_read_chunks."
+        ),
+    ),
+    ToolDef(
+        name="km_read_chunks",
+        route="read",
+        args=ReadArgs,
+        title="Read chunks in full",
+        description=(
+            "Read the full original text of chunks by id (ids come from the other three tools). "
+            "This is the source to answer from and to cite. Read only the few chunks you need; "
+            "context=1 adds the chunks just before and after each one in its document. "
+            "A chunk already read in this session comes back as '(already read — skip)': its text "
+            "is earlier in the conversation, so do not ask for it again."
+        ),
+    ),
+)
+TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
+TOOLS_BY_ROUTE: dict[str, ToolDef] = {t.route: t for t in TOOLS}
+
+
+def tool_def(name: str) -> ToolDef:
+    """The tool named ``name`` (``km_read_chunks``) or routed as ``name`` (``read``)."""
+    found = TOOLS_BY_NAME.get(name) or TOOLS_BY_ROUTE.get(name)
+    if found is None:
+        raise NotFoundError(f"no tool named {name!r}", hint="tools: " + ", ".join(TOOLS_BY_NAME))
+    return found
+
+
+def validate_args(tool: ToolDef, arguments: dict[str, Any] | None) -> ToolArgs:
+    """Validate raw arguments against the tool's model; problems become a ``ConfigError``."""
+    try:
+        return tool.args.model_validate(arguments or {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"bad arguments for {tool.name}: {problems}",
+                          hint=f"arguments: {', '.join(tool.args.model_fields)}") from None
+
+
+def error_text(exc: KnowtologyError) -> str:
+    """The one-line error a model sees: ``Error: message (hint)``."""
+    return f"Error: {exc.message}" + (f" — hint: {exc.hint}" if exc.hint else "")
