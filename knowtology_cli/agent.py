@@ -15,6 +15,7 @@ with :data:`EXIT_UNCITED`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -128,7 +129,9 @@ def ask(
 
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
     can correct itself — except a search scoped ``under`` a category that does not exist, which
-    searches the whole collection with a note saying so; provider failures raise ``LLMError``.
+    searches the whole collection with a note saying so. A browse or search identical to one made
+    before is not run again; the model is told to read or answer instead. Provider failures raise
+    ``LLMError``.
     """
     from .llm.base import ChatMessage, ToolSpec
 
@@ -136,6 +139,7 @@ def ask(
     messages: list[ChatMessage] = [ChatMessage.user(question)]
     result = AskResult(question=question)
     seen: dict[str, None] = {}
+    made: dict[tuple[str, str], int] = {}  # browse/search calls made -> the turn that made them
     turn_no = 0
     budget = max_steps
     while True:
@@ -154,7 +158,12 @@ def ask(
                 answered = True
                 break
             for call in turn.tool_calls:
-                step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
+                key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+                if call.name != "km_read_chunks" and key in made:
+                    step = _repeated(call.name, call.arguments, made[key], turn_no, turn, result.read_ids)
+                else:
+                    made.setdefault(key, turn_no)
+                    step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
                 messages.append(ChatMessage.tool_result(call.id, step.output))
                 result.steps.append(step)
                 on_step(step)
@@ -219,6 +228,24 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
     return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text, summary=summary, error=error,
                    input_tokens=turn.input_tokens if turn else 0, output_tokens=turn.output_tokens if turn else 0,
                    cost_usd=turn.cost_usd if turn else 0.0, result_tokens=count_tokens(text))
+
+
+def _repeated(name: str, arguments: dict[str, Any], first_turn: int, turn_no: int, turn: Any,
+              read_ids: Sequence[str]) -> AskStep:
+    """A browse or search the model already made: not run again; it is told what to do instead.
+
+    A small model at temperature 0 repeats a call whose result it did not use, turn after turn, until
+    the step budget runs out; the same result again would change nothing.
+    """
+    from .tokens import count_tokens
+
+    then = ("answer now, citing the chunks you read in square brackets: " + ", ".join(f"[{i}]" for i in read_ids)
+            if read_ids else "read the most relevant chunk ids from that result with km_read_chunks")
+    text = (f"Error: you already made this exact call at turn {first_turn} and have its result above; "
+            f"it was not run again. Do not repeat it: {then}.")
+    return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text,
+                   summary=f"repeats turn {first_turn}: not run", error=True, input_tokens=turn.input_tokens,
+                   output_tokens=turn.output_tokens, cost_usd=turn.cost_usd, result_tokens=count_tokens(text))
 
 
 def _summarise(record: Any) -> str:

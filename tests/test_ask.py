@@ -238,3 +238,38 @@ def test_the_question_is_not_searched_for_the_model_once_it_has_ids(agent_store_
     tools.close()
     assert [s.tool for s in result.steps] == ["km_search_chunks"] and result.uncited
     assert "ids from your searches" in llm.calls[-1].messages[-1].content
+
+
+def test_a_repeated_search_is_not_run_again_and_the_model_is_told_to_answer(agent_store_copy) -> None:
+    # Recorded from Qwen2.5-Coder-0.5B: after reading the right chunk it sent the same keyword search
+    # three times in a row until the step budget ran out (exit 1, no answer).
+    search = {"name": "km_search_keyword", "arguments": {"keywords": "refund, days", "top_k": 1}}
+    script = [
+        {"tool_calls": [search]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"tool_calls": [search]},
+        {"text": "Within 7 days of purchase [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    again = result["steps"][2]
+    assert again["error"] and again["summary"] == "repeats turn 1: not run"
+    told = bodies[3]["messages"][-1]["content"]
+    assert "already made this exact call at turn 1" in told and "[ret-1]" in told
+    assert result["cited"] == ["ret-1"]
+
+
+def test_a_repeated_read_still_counts_as_a_read(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    read = {"name": "km_read_chunks", "arguments": {"chunk_ids": ["hr-2"]}}
+    llm = ScriptedLLM(chat_turns=[{"tool_calls": [read]}, {"tool_calls": [read]}, {"text": "A note [hr-2]."}])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="repeat-read")
+    result = ask("sick leave?", tools, llm)
+    tools.close()
+    assert [s.error for s in result.steps] == [False, False] and result.cited == ["hr-2"]
