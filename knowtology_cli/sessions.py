@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ class FileSessionStore(SessionStoreInterface):
             return {"name": name, "collections": {}}
         except (OSError, ValueError) as exc:
             raise StoreError(f"{path}: unreadable session file ({exc})", hint=f"run `kt session reset {name}`") from exc
+        if not isinstance(data, dict):
+            raise StoreError(f"{path}: unreadable session file (not a JSON object)", hint=f"run `kt session reset {name}`")
         data.setdefault("collections", {})
         return data
 
@@ -115,7 +117,7 @@ class FileSessionStore(SessionStoreInterface):
             raise
 
     @contextmanager
-    def _locked(self, name: str):
+    def _locked(self, name: str) -> Iterator[None]:
         import fcntl
 
         self.directory.mkdir(parents=True, exist_ok=True)
