@@ -7,19 +7,21 @@ and its compact text goes back as the tool result. The loop ends at a text answe
 
 An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
 this run (``km_read_chunks``, a repeat read included); ids it merely saw in search results or the
-map don't count. An uncited answer is asked for once more, saying why (it may read first); if the
+map don't count. An uncited answer is asked for once more, saying why (it may read first; when it
+has found no chunk id at all, kt searches for the question and lists the hits); if the
 second answer is still uncited, :attr:`AskResult.uncited` is True (``kt ask`` then warns and exits
 with :data:`EXIT_UNCITED`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import KnowtologyError
+from .errors import KnowtologyError, NotFoundError
 from .models import ReadResult, SearchResult
 from .tool_specs import TOOLS, error_text
 
@@ -45,16 +47,28 @@ EXIT_UNCITED = 3
 REASK_TURNS = 4
 
 
+#: Searches whose optional ``under`` scope is dropped, with a note, when it names no category.
+_SCOPED_SEARCHES = frozenset({"km_search_chunks", "km_search_keyword"})
+
 #: How many of the ids seen in search results a hint lists.
 SEEN_IN_HINT = 8
 
 
-def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = ()) -> str:
-    """What the model is told when its answer cites no chunk it read."""
+def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = (), found: str = "") -> str:
+    """What the model is told when its answer cites no chunk it read.
+
+    ``found`` is the hit list of a search kt ran for the question itself (when the model had found no
+    chunk id to read: its searches failed or it never searched), shown so it has real ids to read.
+    """
     example = f"[{read_ids[0]}]" if read_ids else "[the chunk id]"
-    have = (f"You have read these chunks: {', '.join(read_ids)}." if read_ids else
-            "You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
-            + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
+    if read_ids:
+        have = f"You have read these chunks: {', '.join(read_ids)}."
+    elif found:
+        have = ("You have not read any chunk yet and found none to read. A search for the question found these; "
+                f"call km_read_chunks on the most relevant ids first:\n{found}\n")
+    else:
+        have = ("You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
+                + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
     return ("Your answer does not cite a chunk you read. " + have + " Answer again from chunks you have read, "
             f"citing each fact with its chunk id in square brackets, e.g. {example}. If the chunks you read do not "
             "contain the answer, say so and cite the chunks you read.")
@@ -65,7 +79,8 @@ class AskStep:
     """One tool call the agent made, with what it cost and returned.
 
     ``input_tokens``/``output_tokens``/``cost_usd`` are the model turn that asked for the call
-    (shared by the calls of one turn); ``result_tokens`` is the size of the text sent back.
+    (shared by the calls of one turn; 0 for the search kt runs itself before a re-ask);
+    ``result_tokens`` is the size of the text sent back.
     """
 
     step: int
@@ -113,7 +128,10 @@ def ask(
     """Let ``llm`` explore with the four tools until it answers ``question`` (or ``max_steps`` turns).
 
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
-    can correct itself; provider failures raise ``LLMError``.
+    can correct itself — except a search scoped ``under`` a category that does not exist, which
+    searches the whole collection with a note saying so. A browse or search identical to one made
+    before is not run again; the model is told to read or answer instead. Provider failures raise
+    ``LLMError``.
     """
     from .llm.base import ChatMessage, ToolSpec
 
@@ -121,6 +139,7 @@ def ask(
     messages: list[ChatMessage] = [ChatMessage.user(question)]
     result = AskResult(question=question)
     seen: dict[str, None] = {}
+    made: dict[tuple[str, str], int] = {}  # browse/search calls made -> the turn that made them
     turn_no = 0
     budget = max_steps
     while True:
@@ -139,7 +158,12 @@ def ask(
                 answered = True
                 break
             for call in turn.tool_calls:
-                step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
+                key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+                if call.name != "km_read_chunks" and key in made:
+                    step = _repeated(call.name, call.arguments, made[key], turn_no, turn, result.read_ids)
+                else:
+                    made.setdefault(key, turn_no)
+                    step = _run_call(tools, call.name, call.arguments, turn_no, turn, seen, result)
                 messages.append(ChatMessage.tool_result(call.id, step.output))
                 result.steps.append(step)
                 on_step(step)
@@ -152,7 +176,16 @@ def ask(
         if result.cited or result.reasked:
             break
         result.reasked = True  # once: say why and let it read before answering again
-        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen))))
+        found = ""
+        if not result.read_ids and not seen:
+            # Nothing to read (a small model's searches often fail on a bad argument): search for the
+            # question with the default search, as a step of the trail, so the re-ask names real ids.
+            step = _run_call(tools, "km_search_chunks", {"query": question}, turn_no, None, seen, result)
+            step = replace(step, summary=f"{step.summary} (kt searched the question for the re-ask)")
+            result.steps.append(step)
+            on_step(step)
+            found = "" if step.error or not seen else step.output
+        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen), found)))
         budget = turn_no + REASK_TURNS
     result.uncited = not result.stopped and not result.cited
     return result
@@ -166,10 +199,20 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
               seen: dict[str, None], result: AskResult) -> AskStep:
     from .tokens import count_tokens
 
+    note = ""
     try:
-        out = tools.run(name, arguments)
-        text, error = out.text, False
-        summary = _summarise(out.result)
+        try:
+            out = tools.run(name, arguments)
+        except NotFoundError as exc:
+            if name not in _SCOPED_SEARCHES or not arguments.get("under"):
+                raise
+            # Small models scope a search with a category name that is not a path (under='Returns'
+            # for 'Support/Return'): a dead end they repeat. Search everywhere and say so.
+            out = tools.run(name, {k: v for k, v in arguments.items() if k != "under"})
+            note = (f"Note: {exc.message}; searched the whole collection instead"
+                    + (f" (hint: {exc.hint})" if exc.hint else "") + ".\n")
+        text, error = note + out.text, False
+        summary = _summarise(out.result) + (" (scope not found: searched everywhere)" if note else "")
         if isinstance(out.result, ReadResult):
             for chunk in out.result.chunks:
                 if chunk.chunk_id not in result.read_ids:
@@ -183,8 +226,26 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
         if name == "km_read_chunks" and seen:  # small models invent ids: show the real ones to copy
             text += f" — ids from your searches, to copy exactly: {', '.join(list(seen)[-SEEN_IN_HINT:])}"
     return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text, summary=summary, error=error,
-                   input_tokens=turn.input_tokens, output_tokens=turn.output_tokens, cost_usd=turn.cost_usd,
-                   result_tokens=count_tokens(text))
+                   input_tokens=turn.input_tokens if turn else 0, output_tokens=turn.output_tokens if turn else 0,
+                   cost_usd=turn.cost_usd if turn else 0.0, result_tokens=count_tokens(text))
+
+
+def _repeated(name: str, arguments: dict[str, Any], first_turn: int, turn_no: int, turn: Any,
+              read_ids: Sequence[str]) -> AskStep:
+    """A browse or search the model already made: not run again; it is told what to do instead.
+
+    A small model at temperature 0 repeats a call whose result it did not use, turn after turn, until
+    the step budget runs out; the same result again would change nothing.
+    """
+    from .tokens import count_tokens
+
+    then = ("answer now, citing the chunks you read in square brackets: " + ", ".join(f"[{i}]" for i in read_ids)
+            if read_ids else "read the most relevant chunk ids from that result with km_read_chunks")
+    text = (f"Error: you already made this exact call at turn {first_turn} and have its result above; "
+            f"it was not run again. Do not repeat it: {then}.")
+    return AskStep(step=turn_no, tool=name, arguments=dict(arguments), output=text,
+                   summary=f"repeats turn {first_turn}: not run", error=True, input_tokens=turn.input_tokens,
+                   output_tokens=turn.output_tokens, cost_usd=turn.cost_usd, result_tokens=count_tokens(text))
 
 
 def _summarise(record: Any) -> str:

@@ -162,3 +162,114 @@ def test_invented_ids_get_the_real_ones_to_copy(agent_store_copy) -> None:
     assert result.steps[1].error and "ids from your searches, to copy exactly: " in result.steps[1].output
     assert "ret-1" in result.steps[1].output.split("to copy exactly: ")[1]
     assert result.cited == ["ret-1"] and not result.reasked
+
+
+def test_a_search_under_a_category_that_is_not_a_path_searches_everywhere_with_a_note(agent_store_copy) -> None:
+    # Recorded from Qwen2.5-Coder-0.5B on sample_corpus: its first search was scoped under a category
+    # name that is not a path; it answered with the error text and repeated the same call after the re-ask.
+    script = [
+        {"tool_calls": [{"name": "km_search_keyword",
+                         "arguments": {"keywords": "refund, days", "top_k": 3, "under": "Returns"}}]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days of purchase [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    first = result["steps"][0]
+    assert not first["error"] and "scope not found" in first["summary"]
+    assert first["output"].startswith("Note: no category 'Returns'") and "[ret-1]" in first["output"]
+    tool_result = bodies[1]["messages"][-1]["content"]
+    assert "searched the whole collection instead" in tool_result and "ret-1" in tool_result
+    assert result["cited"] == ["ret-1"] and not result["reasked"]
+
+
+def test_other_tool_errors_still_go_back_as_errors(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[
+        {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "Returns"}}]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days [ret-1]."},
+    ])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="browse-error")
+    result = ask("refund window?", tools, llm)
+    tools.close()
+    assert result.steps[0].error and result.steps[0].output.startswith("Error: no category 'Returns'")
+
+
+def test_with_no_chunk_id_found_the_reask_lists_a_search_for_the_question(agent_store_copy) -> None:
+    # The weak model's other dead end: an answer before any search, then nothing to read at the re-ask.
+    script = [
+        {"text": "Customers have a few days."},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"text": "Within 7 days of purchase [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [s["tool"] for s in result["steps"]] == ["km_search_chunks", "km_read_chunks"]
+    search = result["steps"][0]
+    assert "kt searched the question" in search["summary"] and search["input_tokens"] == 0
+    assert search["arguments"] == {"query": "How long do customers have to ask for a refund?"}
+    reask = bodies[1]["messages"][-1]["content"]
+    assert "A search for the question found these" in reask and "ret-1" in reask
+    assert result["reasked"] and result["cited"] == ["ret-1"] and not result["uncited"]
+
+
+def test_the_question_is_not_searched_for_the_model_once_it_has_ids(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    llm = ScriptedLLM(chat_turns=[
+        {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "password length", "top_k": 2}}]},
+        {"text": "Passwords need 14 characters."},  # uncited, but it has ids to read
+        {"text": "Passwords need 14 characters."},
+    ])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="no-extra-search")
+    result = ask("How long must passwords be?", tools, llm)
+    tools.close()
+    assert [s.tool for s in result.steps] == ["km_search_chunks"] and result.uncited
+    assert "ids from your searches" in llm.calls[-1].messages[-1].content
+
+
+def test_a_repeated_search_is_not_run_again_and_the_model_is_told_to_answer(agent_store_copy) -> None:
+    # Recorded from Qwen2.5-Coder-0.5B: after reading the right chunk it sent the same keyword search
+    # three times in a row until the step budget ran out (exit 1, no answer).
+    search = {"name": "km_search_keyword", "arguments": {"keywords": "refund, days", "top_k": 1}}
+    script = [
+        {"tool_calls": [search]},
+        {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]},
+        {"tool_calls": [search]},
+        {"text": "Within 7 days of purchase [ret-1]."},
+    ]
+    with fake_llm.FakeLLMServer(chat_script=script) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        bodies = [c.body for c in server.calls if c.kind == "chat"]
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    again = result["steps"][2]
+    assert again["error"] and again["summary"] == "repeats turn 1: not run"
+    told = bodies[3]["messages"][-1]["content"]
+    assert "already made this exact call at turn 1" in told and "[ret-1]" in told
+    assert result["cited"] == ["ret-1"]
+
+
+def test_a_repeated_read_still_counts_as_a_read(agent_store_copy) -> None:
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.agent import ask
+    from knowtology_cli.llm.scripted import ScriptedLLM
+
+    read = {"name": "km_read_chunks", "arguments": {"chunk_ids": ["hr-2"]}}
+    llm = ScriptedLLM(chat_turns=[{"tool_calls": [read]}, {"tool_calls": [read]}, {"text": "A note [hr-2]."}])
+    tools = KnowledgeMapTools.open(str(agent_store_copy), session="repeat-read")
+    result = ask("sick leave?", tools, llm)
+    tools.close()
+    assert [s.error for s in result.steps] == [False, False] and result.cited == ["hr-2"]

@@ -194,6 +194,30 @@ def test_missing_ids_are_retried_in_a_smaller_call(tmp_path):
     assert_tree_sound(kb)
 
 
+def test_a_reply_that_places_no_chunk_is_halved_not_sent_again(tmp_path):
+    # Recorded from Qwen2.5-Coder-0.5B (sample_corpus, a CREATE half of 9 chunks): every assignment named
+    # a rank ("2", "3", ...) for the chunk id and a chunk id for the path. The same prompt again would get
+    # the same reply, and the call log would serve it: the batch must be halved instead.
+    kb = make_kb(tmp_path, corpus(3))
+    first = {"done": False}
+
+    def ranks(system, user):
+        reply = brain(system, user)
+        if not first["done"]:
+            first["done"] = True
+            reply["assignments"] = [{"chunk_id": str(k + 2), "path": a["chunk_id"], "snippet": a["snippet"]}
+                                    for k, a in enumerate(reply["assignments"])]
+        return reply
+
+    llm = scripted(ranks)
+    report = build(kb, llm)
+    calls = sent_ids(llm)
+    assert report.unmapped == 0
+    assert len(calls) == 3 and calls[1] + calls[2] == calls[0]  # halves, never the same prompt twice
+    assert len({(c.system, c.user) for c in llm.calls}) == len(llm.calls)
+    assert_tree_sound(kb)
+
+
 def test_unknown_ids_ignored_and_deep_paths_cut_to_three_levels(tmp_path):
     kb = make_kb(tmp_path, corpus(3))
 

@@ -264,6 +264,16 @@ def test_a_document_title_on_other_documents_chunks_is_refused():
     assert CHECK.title_problem("Conduct", ["c2"]) is None
 
 
+def test_a_document_title_over_mostly_other_documents_chunks_is_refused():
+    # Recorded from Qwen2.5-Coder-0.5B's seed build of sample_corpus: "Payment Methods" (a document's
+    # title) held one chunk of that document and seven about recalls, deliveries, tickets and suppliers.
+    ids = ["payment-methods.md#4", "b2b-catering.md#4", "faq-damaged.md#1", "escalation.md#2", "recalls.md#5",
+           "supplier-quality.pdf#3", "ticket-1106", "ticket-1167"]
+    check = NameCheck(titles={"payment-methods.md": "Payment Methods"}, doc_of={c: c.split("#")[0] for c in ids})
+    assert check.title_problem("Payment Methods", ids) == "is the title of a document only 1 of its 8 chunks come from"
+    assert check.title_problem("Payment Methods", ids[:2]) is None  # half of them: the title fits
+
+
 def test_descriptions_that_say_nothing_are_dropped():
     assert CHECK.description_problem("One line") and CHECK.description_problem("...")
     assert CHECK.description_problem("Rules for ticket-1075 and others")

@@ -50,7 +50,8 @@ the seed's batches would overflow them.
 
 Validation and repair (DESIGN §6): replies must have the schema's shape (else the client retries
 them); unknown ids are ignored; chunks missing from a reply are sent again in a smaller follow-up
-call (up to ``max_followups`` rounds); a reply cut at the output limit is split in halves; a batch
+call (up to ``max_followups`` rounds; a reply that placed none of its chunks is split in halves,
+since the same prompt would get the same reply); a reply cut at the output limit is split in halves; a batch
 that still fails is logged as failed and the build ends with a :class:`BuildError` naming the
 unmapped chunks and how to resume. Nothing already paid for is lost: every call is logged with
 its response (the log doubles as a cache keyed by the prompt hash), and each reply is applied in
@@ -685,6 +686,11 @@ class LLMTreeBuilder:
                 followups += self._task([r.chunk_id for r in valid.rejected], task.depth, "reask", feedback)
         if not valid.missing_ids:
             return followups
+        if len(valid.missing_ids) == len(task.chunk_ids) and not valid.rejected:
+            # The reply placed none of them (a small model writes ranks or paths for ids): the same
+            # prompt again would get the same reply, and the call log would serve it. Halve the batch.
+            return followups + self._split(task, tally, f"no chunk of the batch of {len(task.chunk_ids)} was placed "
+                                                        f"(the reply named none of its chunk ids)")
         if task.depth >= self.max_followups:
             self._fail(valid.missing_ids, f"{len(valid.missing_ids)} chunks still missing from replies after "
                                           f"{task.depth} follow-up calls", tally)

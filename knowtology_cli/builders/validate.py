@@ -275,8 +275,8 @@ class NameCheck:
         examples: example category paths the prompts show.
         placeholders: placeholder values of the prompts and the reply schema's field names.
         instructions: the prompt text (names and descriptions must not copy runs of it).
-        titles: document id → document title; a new node named exactly like a document none of
-            its chunks come from is a title copied onto unrelated chunks.
+        titles: document id → document title; a new node named exactly like a document that fewer
+            than half of its chunks come from is a title copied onto unrelated chunks.
         doc_of: chunk id → document id (for ``titles``).
         extensions: file extensions that make a one-word name a file name (the formats kt reads),
             besides those of the collection's own files.
@@ -410,8 +410,12 @@ class NameCheck:
         docs = self.title_docs.get(name.strip().casefold())
         if not docs:
             return None
-        if any(self.doc_of.get(c) in docs for c in chunk_ids):
+        members = list(chunk_ids)
+        own = sum(1 for c in members if self.doc_of.get(c) in docs)
+        if 2 * own >= len(members):  # at least half of them: the title says what the node holds
             return None
+        if own:
+            return f"is the title of a document only {own} of its {len(members)} chunks come from"
         return "is the title of a document none of its chunks come from"
 
     def description_problem(self, description: str) -> str | None:
