@@ -3,8 +3,8 @@
     .venv/bin/python scripts/tour.py           # rewrite the tour blocks in README.md
     .venv/bin/python scripts/tour.py --check   # exit 1 with a diff when README.md has drifted
 
-Each ```text block that follows a ``<!-- tour:NAME -->`` line in README.md is the transcript of the
-commands of that name below, run in a fresh store with the default (local) embedder and the
+Each fenced block that follows a ``<!-- tour:NAME -->`` line in README.md is the transcript of the
+commands of that name below (a ```mermaid block: the bare output of one command), run in a fresh store with the default (local) embedder and the
 offline builder, output into a pipe as a user's terminal would show it (stdout and stderr in
 order, no colour). Category paths and chunk ids are taken from earlier output, never written here,
 so the tour follows the builders as they change. ``--check`` ignores wall times (``12.3s``).
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 KT = str(Path(sys.executable).with_name("kt"))
-MARKER = re.compile(r"^<!-- tour:(?P<name>[a-z-]+) -->\n```text\n(?P<body>.*?)^```$", re.M | re.S)
+MARKER = re.compile(r"^<!-- tour:(?P<name>[a-z-]+) -->\n```(?P<lang>[a-z]+)\n(?P<body>.*?)^```$", re.M | re.S)
 #: parts of the output that change from run to run and are ignored by --check
 VOLATILE = [re.compile(r"\b\d+\.\ds\)")]
 COMMENT_COLUMN = 36
@@ -87,6 +87,7 @@ def tour_blocks() -> dict[str, str]:
         ]
         for name, steps in plan:
             blocks[name] = _transcript(steps(), env)
+        blocks["mermaid"] = _kt(["export", "--format", "mermaid", "--depth", "2"], env)
         return blocks
 
 
@@ -115,7 +116,7 @@ def render(text: str, blocks: dict[str, str]) -> str:
         name = match["name"]
         if name not in blocks:
             raise SystemExit(f"tour: README has a block tour:{name} the script does not make")
-        return f"<!-- tour:{name} -->\n```text\n{blocks[name]}```"
+        return f"<!-- tour:{name} -->\n```{match['lang']}\n{blocks[name]}```"
 
     found = {m["name"] for m in MARKER.finditer(text)}
     missing = set(blocks) - found
