@@ -17,6 +17,7 @@ parameters lancedb's index configs carry (`index_config` keeps those for benchma
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 VECTOR_COLUMN = "vector"
@@ -63,7 +64,7 @@ def index_config(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE
 
     Only for callers that build indexes through lancedb (benchmarks); the store uses `lance_index_args`.
     """
-    from lancedb import index
+    from lancedb import index  # deferred: heavy
 
     _check_index_type(index_type)
     classes = {"IVF_SQ": index.IvfSq, "IVF_PQ": index.IvfPq, "IVF_HNSW_SQ": index.HnswSq,
@@ -83,8 +84,6 @@ def lance_index_args(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_
 
 def list_indices(ds: Any) -> list[dict[str, Any]]:
     """``ds.list_indices()`` of a Lance dataset (vector and scalar indexes) without its deprecation warning."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return list(ds.list_indices())

@@ -55,12 +55,12 @@ def _pandas_probe_skipped(module: str) -> Iterator[None]:
 def import_lance() -> ModuleType:
     """``import lance``, without pyarrow's pandas probe when `SKIP_PANDAS_PROBE` is set."""
     with _pandas_probe_skipped("lance"):
-        import lance
+        import lance  # deferred: heavy
     return lance
 
 
 def import_sqlite_utils() -> ModuleType:
     """``import sqlite_utils``, without its pandas probe when `SKIP_PANDAS_PROBE` is set."""
     with _pandas_probe_skipped("sqlite_utils"):
-        import sqlite_utils
+        import sqlite_utils  # deferred: heavy
     return sqlite_utils

@@ -69,7 +69,7 @@ def id_filter(chunk_ids: Sequence[str]) -> str:
 
 
 def _schema(dimension: int) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: heavy
 
     return pa.schema(
         [
@@ -212,8 +212,8 @@ class LanceVectorStore(VectorStore):
     def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not chunks:
             return
-        import numpy as np
-        import pyarrow as pa
+        import numpy as np  # deferred: heavy
+        import pyarrow as pa  # deferred: heavy
 
         dimension = int(vectors.shape[1])
         existing = self._dimension(collection)
@@ -387,7 +387,7 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None or k <= 0 or (within is not None and not within):
             return []
-        import numpy as np
+        import numpy as np  # deferred: heavy
 
         dimension = ds.schema.field("vector").type.list_size
         if len(vector) != dimension:
@@ -414,7 +414,7 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None or k <= 0 or not query.strip() or (within is not None and not within):
             return []
-        from lance.query import MultiMatchQuery
+        from lance.query import MultiMatchQuery  # deferred: heavy
 
         indexed = fts_columns(ds)
         columns = [c for c in FTS_COLUMNS if c in indexed]
@@ -443,7 +443,7 @@ class LanceVectorStore(VectorStore):
         terms = {t: w for t, w in terms.items() if t.strip() and w > 0}
         if ds is None or k <= 0 or not terms or (within is not None and not within):
             return []
-        from lance.query import BooleanQuery, MatchQuery, Occur
+        from lance.query import BooleanQuery, MatchQuery, Occur  # deferred: heavy
 
         columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
         if not columns:

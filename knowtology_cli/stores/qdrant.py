@@ -93,7 +93,7 @@ class QdrantVectorStore(VectorStore):
     def client(self) -> Any:
         if self._client is None:
             try:
-                from qdrant_client import QdrantClient
+                from qdrant_client import QdrantClient  # deferred: optional extra
             except ImportError as exc:  # pragma: no cover - extra not installed
                 raise StoreError("Qdrant support needs qdrant-client",
                                  hint="pip install 'knowtology-cli[qdrant]'") from exc
@@ -155,7 +155,7 @@ class QdrantVectorStore(VectorStore):
                      metadata=meta if isinstance(meta, dict) else {"value": meta})
 
     def _id_filter(self, chunk_ids: Sequence[str]) -> Any:
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         key = self._key("chunk_id")
         if key is None:
@@ -170,7 +170,7 @@ class QdrantVectorStore(VectorStore):
         self._writable(collection)
         if not chunks:
             return
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         dimension = int(vectors.shape[1])
         existing = self._dimension(collection)
@@ -195,7 +195,7 @@ class QdrantVectorStore(VectorStore):
             self.text_store.upsert(collection, chunks)
 
     def _create(self, name: str, dimension: int) -> None:
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         params = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
         self.client.create_collection(name, vectors_config=params if self.vector_name is None
@@ -212,7 +212,7 @@ class QdrantVectorStore(VectorStore):
         self._writable(collection)
         if not chunk_ids or not self._exists(collection):
             return
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         ids = [point_id(c) for c in chunk_ids]
         self.client.delete(self.qdrant_name(collection), points_selector=models.PointIdsList(points=ids), wait=True)
@@ -326,7 +326,7 @@ class QdrantVectorStore(VectorStore):
             return self.text_store.keyword_search(collection, query, k, within=within)
         if k <= 0 or not query.strip() or (within is not None and not within) or not self._exists(collection):
             return []
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         keys = [self._key("chunk_id")] if self._key("chunk_id") else False
         depth = max(k * 4, 50)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.stores.base import ScoredId, TextStore, TreeStore, VectorStore
+from knowtology_cli.stores.lance import LanceVectorStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,14 +33,13 @@ def open_vector_store(uri: str | None, default_dir: str | Path) -> VectorStore:
     Qdrant server; ``qdrant:///abs/dir``: Qdrant local mode in that directory.
     """
     if uri and uri.startswith(("qdrant+http://", "qdrant+https://")):
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(url=uri.removeprefix("qdrant+"))
     if uri and uri.startswith("qdrant://"):
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(path=uri.removeprefix("qdrant://") or str(Path(default_dir).parent / "qdrant"))
-    from knowtology_cli.stores.lance import LanceVectorStore
 
     return LanceVectorStore(uri or default_dir)
 
@@ -48,12 +48,12 @@ def store_for_source(collection: str, source: dict[str, Any]) -> VectorStore:
     """The read-only store an attachment record describes."""
     kind = source.get("kind")
     if kind == "lance":
-        from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap
+        from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap  # deferred: loads numpy
 
         return AttachedLanceStore(source["table"], ColumnMap.from_dict(source["columns"]),
                                   version=source.get("pin_version"))
     if kind == "qdrant":
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(url=source.get("url"), path=source.get("path"),
                                  collections={collection: source["collection"]}, fields=source.get("fields"),

@@ -28,6 +28,7 @@ from .base import (
     renamed_paths,
     subtree_counts,
 )
+from .heavy_imports import import_sqlite_utils
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -199,8 +200,6 @@ class SQLiteTreeStore(TreeStore):
         return conn
 
     def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
-        from .heavy_imports import import_sqlite_utils
-
         db = import_sqlite_utils().Database(conn)
         for number in range(version, len(MIGRATIONS)):
             with db.conn:
