@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.llm.profiles import ModelProfile
+from knowtology_cli.tokens import count_tokens as count
 
 from .prompts import CountTokens, render_chunk
 
@@ -112,7 +113,6 @@ class PlanEstimate(BaseModel):
 def _provider_counter(profile: ModelProfile, count_tokens: CountTokens | None) -> CountTokens:
     if count_tokens is not None:
         return count_tokens
-    from knowtology_cli.tokens import count_tokens as count
 
     return lambda text: count(text, profile.encoding)
 

@@ -38,6 +38,7 @@ from ..llm.base import LLMContextOverflowError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
 from .prompts import (
     NAME_CATEGORIES,
@@ -708,8 +709,6 @@ class HybridTreeBuilder:
         return chunks, vectors
 
     def _cluster(self, chunks: Sequence[Any], vectors: Mapping[str, np.ndarray]) -> TreeReply:
-        from .cluster import ClusterItem, build_cluster_tree
-
         items = [ClusterItem(chunk_id=c.chunk_id, text=c.text, title=c.title, doc_id=c.doc_id,
                              file_name=c.file_name) for c in chunks]
         if not items:

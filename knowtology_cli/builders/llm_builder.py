@@ -70,12 +70,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import BuildError, ConfigError, LLMOutputError
 from ..llm.base import LLMContextOverflowError, LLMTimeoutError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
+from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .cluster import ClusterItem, name_tree
+from .hybrid import NamingParams, redescribe_changed
 from .names import origins_note, tree_name_check
 from .prompts import (
     PROMPT_VERSION,
@@ -86,6 +91,7 @@ from .prompts import (
     default_tree_tokens,
     prompt_overhead_tokens,
     render_feedback,
+    render_tree,
 )
 from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
@@ -207,8 +213,6 @@ def plan_build(
 
 
 def _counter(profile: ModelProfile) -> Callable[[str], int]:
-    from ..tokens import count_tokens
-
     return lambda text: count_tokens(text, profile.encoding)
 
 
@@ -409,8 +413,6 @@ class LLMTreeBuilder:
         self.costs = {c.chunk_id: c for c in costs}
         tree_tokens = None
         if self.paths:
-            from .prompts import render_tree
-
             tree_tokens = _counter(self.profile)(render_tree(self.paths))
         build_plan = plan_build(costs, self.profile, has_tree=bool(self.paths), caps=self.caps, limits=self.limits,
                                 per_chunk_cap=self.per_chunk_cap, tree_tokens=tree_tokens)
@@ -460,8 +462,6 @@ class LLMTreeBuilder:
 
     def _redescribe(self, before: dict[str, str], existing: set[str]) -> list[str]:
         """The re-description call(s) for nodes whose membership changed materially (``hybrid.NodeNamer``)."""
-        from .hybrid import NamingParams, redescribe_changed
-
         created = {n.path for n in self.kb.tree.nodes(self.collection)} - existing
         count, namer = redescribe_changed(self.kb, self.collection, self.llm, self.log, before,
                                           params=NamingParams(), concurrency=self.concurrency, skip=created,
@@ -780,10 +780,6 @@ def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Seq
 
     ``info`` maps a chunk id to ``(text, title, doc_id, file_name)``.
     """
-    import numpy as np
-
-    from .cluster import ClusterItem, name_tree
-
     ids = [i for group in groups for i in group]
     vectors = kb.vectors.vectors(collection, ids)
     rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]

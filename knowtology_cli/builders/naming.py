@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from .params import DEFAULT_PARAMS, TreeParams
+from .snippets import make_snippet
 from .terms import (
     PHRASE,
     TermIndex,
@@ -34,6 +35,7 @@ from .terms import (
     document_weights,
     heading_segments,
     join_names,
+    phrases,
     term_counts,
 )
 
@@ -336,8 +338,6 @@ class Namer:
 
     def _typical_passages(self, node: Node) -> list[str]:
         """Snippets of the chunks nearest the node's centre (from different documents)."""
-        from .snippets import make_snippet
-
         sub = self.x[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
         out, docs = [], set()
@@ -379,14 +379,10 @@ def _and(parts: Sequence[str]) -> str:
 
 
 def _words_of(name: str) -> set[str]:
-    from .terms import phrases
-
     return {t.key for phrase in phrases(name) for t in phrase if t.key}
 
 
 def _content_words(display: str) -> int:
-    from .terms import phrases
-
     return sum(1 for phrase in phrases(display) for t in phrase if t.key)
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from knowtology_cli.tokens import count_tokens, prefix_within
+
 PROMPT_VERSION = "tree-v1"
 NAMES_PROMPT_VERSION = "names-v2"
 CountTokens = Callable[[str], int]
@@ -142,8 +144,6 @@ _BLANKS = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
 def _default_counter() -> CountTokens:
-    from knowtology_cli.tokens import count_tokens
-
     return count_tokens
 
 
@@ -156,8 +156,6 @@ def truncate_tokens(text: str, max_tokens: int, count_tokens: CountTokens | None
     if max_tokens <= 0:
         return "", bool(text)
     if count_tokens is None:
-        from knowtology_cli.tokens import prefix_within
-
         end = prefix_within(text, max_tokens)
         if end >= len(text):
             return text, False

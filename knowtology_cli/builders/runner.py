@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import BuildReport, ChunkMapping, TreeNode, TreeReply
+from ..errors import BuildError
+from ..models import Assignment, BuildReport, Category, ChunkMapping, TreeNode, TreeReply
 from ..provenance import provenance
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def _drift_note(kb: KnowledgeBase, collection: str) -> list[str]:
 
 def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
                  progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> None:
-    from .cluster import build_cluster_tree
+    from .cluster import build_cluster_tree  # deferred: keeps kt status fast
 
     progress("loading", 0, len(hashes))
     items, matrix = _load_items(kb, collection)
@@ -228,7 +229,6 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
         for m in kb.tree.mappings(collection, under=child.path):
             rest = m.path[len(child.path):]
             moved.append((m.model_copy(update={"path": parent.path + rest}), hashes.get(m.chunk_id, "")))
-        from ..models import Category
 
         categories = [Category(path=parent.path + n.path[len(child.path):], description=n.description)
                       for n in nodes if n.path.startswith(child.path + "/")]
@@ -238,7 +238,7 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
 
 def _load_items(kb: KnowledgeBase, collection: str) -> tuple[list[Any], np.ndarray]:
     """Every chunk of the collection as a ``ClusterItem`` with its vector, ordered by chunk id."""
-    from .cluster import ClusterItem
+    from .cluster import ClusterItem  # deferred: keeps kt status fast
 
     items: list[Any] = []
     blocks: list[np.ndarray] = []
@@ -276,8 +276,6 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
             else:
                 sums[path] = features[row].astype(np.float64)
     if not children.get(""):
-        from ..errors import BuildError
-
         raise BuildError("no categories to place chunks in", hint="run kt build --rebuild")
     ordered = {parent: sorted(kids) for parent, kids in children.items()}
     centroids = {}
@@ -298,9 +296,8 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
 def _extend(kb: KnowledgeBase, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
             progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
     """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline)."""
-    from ..models import Assignment
-    from .cluster import cluster_features
-    from .snippets import make_snippet
+    from .cluster import cluster_features  # deferred: keeps kt status fast
+    from .snippets import make_snippet  # deferred: keeps kt status fast
 
     notes = []
     items, matrix = _load_items(kb, collection)
@@ -338,7 +335,7 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
     A new name that a sibling already has (or gets) is not taken; the node keeps its name and gets
     the new description. Stale nodes are then recorded as named for their current members.
     """
-    from .cluster import name_tree
+    from .cluster import name_tree  # deferred: keeps kt status fast
 
     nodes = kb.tree.nodes(collection)
     touched = [n for n in nodes if n.churn > 0]

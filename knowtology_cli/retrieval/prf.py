@@ -42,7 +42,7 @@ class FeedbackParams:
 
 @lru_cache(maxsize=1)
 def _stemmer():  # type: ignore[no-untyped-def]
-    import snowballstemmer
+    import snowballstemmer  # deferred: heavy
 
     return snowballstemmer.stemmer("english")
 
@@ -104,7 +104,7 @@ def rm3_query(
 
 def rocchio(query: np.ndarray, vectors: Sequence[np.ndarray], params: FeedbackParams = FeedbackParams()) -> np.ndarray:
     """α·q + β·mean(feedback vectors), unit length (the query itself when there is no feedback)."""
-    import numpy as np
+    import numpy as np  # deferred: heavy
 
     q = np.asarray(query, dtype=np.float32)
     if not len(vectors):
