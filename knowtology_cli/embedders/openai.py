@@ -102,7 +102,7 @@ class OpenAIEmbedder(Embedder):
     def _get_client(self) -> Any:
         if self._client is None:
             try:
-                import openai
+                import openai  # deferred: heavy
             except ImportError as exc:
                 raise EmbeddingError("the openai embedder needs the openai package", hint="pip install openai") from exc
             # Retries are ours (below), so the SDK must not add its own on top.
@@ -128,7 +128,7 @@ class OpenAIEmbedder(Embedder):
 
     def _request(self, texts: Sequence[str]) -> list[list[float]]:
         """One embeddings request with retries; vectors in input order."""
-        import openai
+        import openai  # deferred: heavy
 
         client = self._get_client()
         # The API rejects empty strings; a space embeds as "nothing" just as well.

@@ -80,7 +80,7 @@ class AnthropicClient(LLMClient):
             self._missing_key()
         with self._client_lock:
             if self._client is None:
-                import anthropic
+                import anthropic  # deferred: heavy
 
                 self._client = anthropic.Anthropic(
                     api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
@@ -186,7 +186,7 @@ class AnthropicClient(LLMClient):
         return inp, out, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
-        import anthropic
+        import anthropic  # deferred: heavy
 
         return classify_sdk_error(exc, anthropic, provider="anthropic", where=self.base_url or "api.anthropic.com",
                                   env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError)

@@ -22,6 +22,7 @@ none and the tokenizer counted) adds up in :attr:`LLMClient.usage`, in the retur
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import logging
 import random
@@ -32,10 +33,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowtology_cli.errors import ConfigError, LLMError, LLMOutputError
+from knowtology_cli.tokens import count_tokens
 
 from .profiles import ModelProfile, get_profile
 
@@ -294,9 +297,6 @@ def is_loopback_url(url: str | None) -> bool:
     """True for ``http://localhost…``, ``127.x.x.x`` and ``[::1]`` URLs (a server on this machine)."""
     if not url:
         return False
-    import ipaddress
-    from urllib.parse import urlsplit
-
     host = (urlsplit(url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
@@ -530,8 +530,6 @@ class LLMClient(ABC):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the profile's tokenizer, scaled to the provider's (an estimate)."""
-        from knowtology_cli.tokens import count_tokens
-
         return self.profile.provider_tokens(count_tokens(text, self.profile.encoding))
 
     # ----------------------------------------------------------------- machinery

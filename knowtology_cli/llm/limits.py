@@ -48,7 +48,7 @@ def http_fetch(api_key: str | None, timeout: float = DISCOVERY_TIMEOUT) -> Fetch
     """A ``fetch(method, url, json_body) -> decoded JSON or None`` over httpx (no retries, no raise)."""
 
     def fetch(method: str, url: str, body: dict[str, Any] | None) -> Any | None:
-        import httpx
+        import httpx  # deferred: heavy
 
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         try:

@@ -28,6 +28,7 @@ from .base import (
     ToolSpec,
     classify_sdk_error,
 )
+from .limits import discover, http_fetch
 
 OFFICIAL_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "not-needed"  # local OpenAI-compatible servers accept any key
@@ -93,7 +94,7 @@ class OpenAIClient(LLMClient):
             self._missing_key()
         with self._client_lock:
             if self._client is None:
-                import openai
+                import openai  # deferred: heavy
 
                 self._client = openai.OpenAI(
                     api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
@@ -194,7 +195,6 @@ class OpenAIClient(LLMClient):
         """The context window an OpenAI-compatible server publishes (see ``llm.limits``); None for OpenAI's API."""
         if self._official or self.base_url is None:
             return None
-        from .limits import discover, http_fetch
 
         key = None if self._api_key == PLACEHOLDER_KEY else self._api_key
         return discover(self.base_url, self.model, http_fetch(key))
@@ -212,7 +212,7 @@ class OpenAIClient(LLMClient):
         return prompt, completion, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
-        import openai
+        import openai  # deferred: heavy
 
         return classify_sdk_error(exc, openai, provider="openai", where=self.base_url or "api.openai.com",
                                   env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError)

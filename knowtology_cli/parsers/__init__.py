@@ -23,6 +23,9 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
 from .base import PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
+from .markdown import parse_markdown
+from .rst import parse_rst
+from .text import parse_text
 
 __all__ = [
     "DOCUMENT_FORMATS",
@@ -103,24 +106,18 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
 
 def _parser(fmt: str) -> Callable[..., Document]:
     if fmt == "markdown":
-        from .markdown import parse_markdown
-
         return parse_markdown
     if fmt == "rst":
-        from .rst import parse_rst
-
         return parse_rst
     if fmt == "text":
-        from .text import parse_text
-
         return parse_text
     if fmt in _EXTRAS:
         extra, module = _EXTRAS[fmt]
         try:
             if fmt == "html":
-                from .html import parse_html as parser
+                from .html import parse_html as parser  # deferred: loads lxml
             else:
-                from .pdf import parse_pdf as parser
+                from .pdf import parse_pdf as parser  # deferred: loads pypdfium2
         except ImportError as exc:
             raise ConfigError(
                 f"reading {fmt.upper()} needs the optional {module} parser, which is not installed",

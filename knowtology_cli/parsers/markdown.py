@@ -26,8 +26,8 @@ _KINDS = {
 
 @lru_cache(maxsize=1)
 def _markdown() -> Any:
-    from markdown_it import MarkdownIt
-    from mdit_py_plugins.front_matter import front_matter_plugin
+    from markdown_it import MarkdownIt  # deferred: heavy
+    from mdit_py_plugins.front_matter import front_matter_plugin  # deferred: heavy
 
     # Inline parsing runs only on headings (see `heading_text`): block structure is all chunking needs.
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
@@ -35,7 +35,7 @@ def _markdown() -> Any:
 
 @lru_cache(maxsize=1)
 def _inline_markdown() -> Any:
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # deferred: heavy
 
     return MarkdownIt("commonmark")
 
