@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.history import FileHistory, InMemoryHistory
 
 from . import render
-from .errors import KnowtologyError
+from .errors import ConfigError, KnowtologyError
 from .models import ROOT, BrowseResult, ReadResult, SearchResult
 
 if TYPE_CHECKING:
@@ -223,8 +225,6 @@ class Repl:
             self.tools.reset_session()
             self.write(f"session {self.tools.session}: read history cleared")
         else:
-            from .errors import ConfigError
-
             if name in TERMINAL_ONLY:
                 raise ConfigError(f"`{name}` is not a shell command", hint=f"run it in your terminal: kt {name} {rest}".rstrip())
             raise ConfigError(f"unknown command {name!r}", hint="type help for the commands")
@@ -255,9 +255,6 @@ class Repl:
         stream = stdin if stdin is not None else sys.stdin
         if not stream.isatty():
             return self.run_script(stream, keep_going=keep_going)
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
-
         history: Any = InMemoryHistory()
         if self.history_file is not None:
             try:
@@ -285,16 +282,12 @@ def _print_error(exc: KnowtologyError) -> None:
 
 
 def _usage(name: str) -> KnowtologyError:
-    from .errors import ConfigError
-
     usage = next(c.usage for c in COMMANDS if c.name == name)
     return ConfigError(f"usage: {usage}")
 
 
 def _parse(name: str, rest: str) -> tuple[list[str], dict[str, str]]:
     """Words and the command's flags (``FLAGS``) from the argument text, CLI style (flags anywhere)."""
-    from .errors import ConfigError
-
     try:
         tokens = shlex.split(rest)
     except ValueError:  # an apostrophe in a question: plain words
@@ -321,8 +314,6 @@ def _parse(name: str, rest: str) -> tuple[list[str], dict[str, str]]:
 
 
 def _int(opts: dict[str, str], flag: str, default: int | None) -> int | None:
-    from .errors import ConfigError
-
     if flag not in opts:
         return default
     try:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from typer import main as typer_main
+from typer._click.utils import make_default_short_help
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 _TYPE_METAVARS: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
@@ -112,8 +114,6 @@ class LazyCommands(MutableMapping[str, Any]):
 
     def summary(self, name: str, limit: int) -> str:
         """The first sentence of the command's help, as click shortens it, without building it."""
-        from typer._click.utils import make_default_short_help
-
         if name in self._built:
             return self._built[name].get_short_help_str(limit)
         return make_default_short_help(self._summaries.get(name, ""), limit)
@@ -163,8 +163,6 @@ class KtGroup(TyperGroup):
 
 def lazy_root(app: typer.Typer, *, completion: bool = True) -> KtGroup:
     """``app``'s root group with every subcommand built only when it is used or its help shown."""
-    from typer import main as typer_main
-
     bare = copy.copy(app)
     bare.registered_commands, bare.registered_groups = [], []
     root = typer_main.get_group(bare)
