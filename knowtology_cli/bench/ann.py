@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from knowtology_cli.stores.ann import index_config, index_params
+
 os.environ.setdefault("LANCEDB_LOG", "error")
 os.environ.setdefault("LANCE_LOG", "error")
 
@@ -86,11 +88,9 @@ def recall(results: list[list[int]], truth: np.ndarray, k: int) -> float:
 
 def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int], refine: list[int],
         workdir: Path, seed: int = 7, batch: int = 100_000, spread: float = SPREAD) -> dict[str, Any]:
-    import lance
-    import lancedb
-    import pyarrow as pa
-
-    from knowtology_cli.stores.ann import index_config, index_params
+    import lance  # deferred: heavy
+    import lancedb  # deferred: heavy
+    import pyarrow as pa  # deferred: heavy
 
     rng = np.random.default_rng(seed)
     n_centers = max(16, rows // 1000)

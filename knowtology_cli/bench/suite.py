@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtology_cli.bench.data import load_dataset, store_dir_for
+from knowtology_cli.bench.report import retrieval_markdown
 
 DEV = ("cranfield", "medline", "cacm", "scifact")
 
@@ -28,7 +29,7 @@ def _cached(name: str, embedder: str) -> bool:
 def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None,
             message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Run the default benchmark set; returns every result plus per-part wall times."""
-    from knowtology_cli.bench import retrieval, speed, tokens, tree
+    from knowtology_cli.bench import retrieval, speed, tokens, tree  # deferred: loads numpy
 
     out = Path(out_dir) if out_dir is not None else None
     started = time.perf_counter()
@@ -61,10 +62,9 @@ def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None
 
 
 def suite_markdown(result: dict[str, Any]) -> str:
-    from knowtology_cli.bench.report import retrieval_markdown
-    from knowtology_cli.bench.speed import speed_markdown
-    from knowtology_cli.bench.tokens import tokens_markdown
-    from knowtology_cli.bench.tree import tree_markdown
+    from knowtology_cli.bench.speed import speed_markdown  # deferred: loads numpy
+    from knowtology_cli.bench.tokens import tokens_markdown  # deferred: loads numpy
+    from knowtology_cli.bench.tree import tree_markdown  # deferred: loads numpy
 
     parts = ["## Retrieval"] + [retrieval_markdown(r) for r in result["retrieval"]["collections"]]
     parts += ["## Token economy", tokens_markdown(result["tokens"]), "## Speed", speed_markdown(result["speed"])]
