@@ -6,6 +6,7 @@ provider SDKs or ONNX runtime until something needs them).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -27,7 +28,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError
+from .llm.base import ChatMessage, ToolSpec
 from .models import ReadResult, SearchResult
+from .tokens import count_tokens
 from .tool_specs import TOOLS, error_text
 
 if TYPE_CHECKING:
@@ -115,8 +117,6 @@ def ask(
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
     can correct itself; provider failures raise ``LLMError``.
     """
-    from .llm.base import ChatMessage, ToolSpec
-
     specs = [ToolSpec(name=t.name, description=t.description, parameters=t.parameters()) for t in TOOLS]
     messages: list[ChatMessage] = [ChatMessage.user(question)]
     result = AskResult(question=question)
@@ -164,8 +164,6 @@ def _citations(answer: str) -> list[str]:
 
 def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], turn_no: int, turn: Any,
               seen: dict[str, None], result: AskResult) -> AskStep:
-    from .tokens import count_tokens
-
     try:
         out = tools.run(name, arguments)
         text, error = out.text, False

@@ -10,10 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from knowtology_cli.config import validate_name
+from knowtology_cli.embedders import canonical_name
 from knowtology_cli.errors import ConfigError, EmbeddingError, NotFoundError
 from knowtology_cli.models import Record
 from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap
 from knowtology_cli.stores.base import CollectionInfo
+from knowtology_cli.stores.lance import fts_columns
 
 if TYPE_CHECKING:
     from knowtology_cli.kb import KnowledgeBase
@@ -45,10 +48,6 @@ def attach_lance_table(
     Checks that the mapped columns exist, that the vector column is fixed-size and that the
     embedder's dimension matches it; the table itself is only read.
     """
-    from knowtology_cli.config import validate_name
-    from knowtology_cli.embedders import canonical_name
-    from knowtology_cli.stores.lance import fts_columns
-
     name = validate_name("collection", name)
     uri = _table_uri(table)
     store = AttachedLanceStore(uri, columns)

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .kb import KnowledgeBase
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
-    from .kb import KnowledgeBase
     from .llm.base import LLMClient
     from .stores.base import TreeStore, VectorStore
 
@@ -46,11 +46,11 @@ class TreeBuilder:
         concurrency: int = 4,
     ) -> None:
         if tree_store is None:
-            from .adapters.memory import InMemoryTreeStore
+            from .adapters.memory import InMemoryTreeStore  # deferred: loads numpy
 
             tree_store = InMemoryTreeStore()
         if vector_store is None:
-            from .adapters.memory import InMemoryVectorStore
+            from .adapters.memory import InMemoryVectorStore  # deferred: loads numpy
 
             vector_store = InMemoryVectorStore()
         self.llm = llm
@@ -64,8 +64,6 @@ class TreeBuilder:
     def kb(self) -> KnowledgeBase:
         """The knowledge base over this builder's stores."""
         if self._kb is None:
-            from .kb import KnowledgeBase
-
             self._kb = KnowledgeBase(tree_store=self.tree_store, vector_store=self.vector_store,
                                      embedder=self.embedder, llm=self.llm)
         return self._kb

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import export_page
 from .errors import ConfigError, InputError
 from .export_common import (
     check_link_base,
@@ -322,8 +324,6 @@ def render_mermaid(doc: TreeDocument, *, depth: int | None = None) -> tuple[str,
 def render_html(doc: TreeDocument, *, link_base: str = "") -> str:
     """One self-contained page (inline CSS and JS, no network): a collapsible tree with counts,
     descriptions and snippets, a filter box, and a link per chunk to its source file."""
-    from . import export_page
-
     return export_page.render(doc, link_base=check_link_base(link_base))
 
 
@@ -394,8 +394,6 @@ def _link_new(tmp: str, target: Path) -> None:
 def read_document_file(path: str, stdin: Any = None) -> tuple[bytes | str, str]:
     """The bytes of a tree document file (``-`` reads ``stdin``) and its label for messages."""
     if path == "-":
-        import sys
-
         return (stdin or sys.stdin).read(), "<stdin>"
     target = Path(path)
     try:

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
-from .parsers import detect_format
+from .parsers import decode_text, detect_format, parse
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -367,8 +368,6 @@ def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
 
 
 def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
-    from .parsers import decode_text
-
     try:
         return decode_text(data, label)
     except InputError as exc:
@@ -403,9 +402,6 @@ def _read_document(
     data: bytes | str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *, fmt: str | None = None
 ) -> None:
     """Parse one document and add its chunks; each carries its section, source range and parser."""
-    from .chunking import chunk_document
-    from .parsers import parse
-
     if not (data.strip() if isinstance(data, str) else data.strip(b" \t\r\n\xef\xbb\xbf")):
         batch.problems.append(f"{label}: empty document — remove it or add text")
         return

