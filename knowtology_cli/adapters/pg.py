@@ -1,7 +1,4 @@
-"""Seed-compatible PostgreSQL names: ``PostgresTreeStore``, ``PostgresTextStore`` (needs the ``[pg]`` extra).
-
-Resolved on first use from :mod:`knowtology_cli.stores.pg`, so importing this module is free.
-"""
+"""PostgreSQL store names of the original Knowtology library (``[pg]`` extra), resolved on first use."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Seed-compatible Qdrant name: ``QdrantVectorStore`` (needs the ``[qdrant]`` extra).
-
-Resolved on first use from :mod:`knowtology_cli.stores.qdrant`, so importing this module is free.
-"""
+"""The Qdrant store name of the original Knowtology library (``[qdrant]`` extra), resolved on first use."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""AttachedLanceStore: a read-only VectorStore over someone else's Lance table (zero chunk duplication).
-
-The table keeps its own schema; a ``ColumnMap`` says which columns hold the chunk id, text and
-vector (and optionally doc id, file name, chunk index, title). Reads go through the ``lance``
-dataset API; nothing here ever opens the table for writing, and every write method raises
-``StoreError`` — the table's version is the same after Knowtology has built a tree over it.
-
-Keyword search uses the table's own full-text (inverted) index on the text or title column when
-there is one; without one it raises a ``StoreError`` saying so (``kt grep --regex`` still works,
-it scans).
-"""
+"""AttachedLanceStore: a read-only VectorStore over someone else's Lance table (zero chunk duplication)."""
 
 from __future__ import annotations
 
@@ -58,6 +48,15 @@ def quote_column(name: str) -> str:
 
 class AttachedLanceStore(VectorStore):
     """Read-only rows of one existing Lance dataset, whatever collection name it is asked for.
+
+    The table keeps its own schema; a ``ColumnMap`` says which columns hold the chunk id, text and
+    vector (and optionally doc id, file name, chunk index, title). Reads go through the ``lance``
+    dataset API; nothing here ever opens the table for writing, and every write method raises
+    ``StoreError`` — the table's version is the same after Knowtology has built a tree over it.
+
+    Keyword search uses the table's own full-text (inverted) index on the text or title column when
+    there is one; without one it raises a ``StoreError`` saying so (``kt grep --regex`` still works,
+    it scans).
 
     Args:
         table_uri: the dataset (``/path/to/table.lance`` or ``s3://bucket/table.lance``).

@@ -1,9 +1,6 @@
-"""Store interfaces: ``VectorStore`` (chunk text + vectors), ``TreeStore`` (the map over them),
-``TextStore`` / ``TextIndex`` (keyword search) and ``SessionStore`` (read histories), with the helpers they share.
+"""The store interfaces every backend implements (vector, tree, text, session) and their shared helpers.
 
-Every method a caller may use is declared here: abstract when each backend must answer it, else
-with a documented default that backends with more to offer override. Callers never probe a store
-for a method; ``tests/test_store_conformance.py`` runs every implementation through one contract.
+Every method a caller may use is declared here (abstract or a documented default); nothing probes a store.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""PostgreSQL backends: ``PostgresTreeStore`` (tree, mappings, LLM log), ``PostgresTextStore``
-(keyword search with ``tsvector`` + ``ts_rank_cd``) and ``PostgresSessionStore`` (read histories).
+"""PostgreSQL backends (extra ``[pg]``): tree store, keyword text store (``tsvector``) and session store.
 
 Selected by a ``postgresql://`` DSN (``KNOWTOLOGY_TREE_DSN`` / ``tree_dsn`` in config.toml).
-psycopg 3 is imported lazily (``pip install 'knowtology-cli[pg]'``). Every value travels as a
-query parameter; the only identifiers in SQL are the fixed table names below. Schema changes are
-numbered migrations recorded in ``kt_schema_migrations`` and applied under an advisory lock, so
-several processes may open a fresh database at once.
 """
 
 from __future__ import annotations
@@ -264,6 +259,10 @@ def _collection(row: dict[str, Any]) -> CollectionInfo:
 
 class PostgresTreeStore(TreeStore):
     """Tree store in PostgreSQL (tables ``kt_*``); many readers and writers across machines.
+
+    Every value travels as a query parameter; the only identifiers in SQL are the fixed table names.
+    Schema changes are numbered migrations recorded in ``kt_schema_migrations`` and applied under an
+    advisory lock, so several processes may open a fresh database at once.
 
     Args:
         dsn: ``postgresql://user:password@host:port/database``.

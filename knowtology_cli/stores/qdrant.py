@@ -1,20 +1,4 @@
-"""QdrantVectorStore: chunk rows as Qdrant points — writable for ingest, or read-only over existing collections.
-
-Each Knowtology collection is one Qdrant collection (``prefix + name``, or any existing collection
-through ``collections={name: qdrant_name}``). A point's payload carries the chunk fields (payload
-keys renamed through ``fields`` for collections someone else wrote); points Knowtology writes get
-the id ``uuid5(chunk_id)``, so upserts replace by chunk id.
-
-Keyword search, in this order:
-1. a ``text_store`` (e.g. ``PostgresTextStore``) when one is given — ingest writes text there too;
-2. Qdrant's own BM25 (``TextQuery``, Qdrant >= 1.20) over the text fields that carry a text
-   index with ``scoring`` — collections created here get one on ``text`` and ``title``, and the two
-   BM25 scores are summed;
-3. otherwise a ``StoreError`` that says how to add such an index.
-
-Runs against a server (``url=``, ``api_key=``) or in qdrant-client's local mode (``path=`` or
-``path=":memory:"``), which the tests use.
-"""
+"""QdrantVectorStore: chunk rows as Qdrant points, writable, or read-only over existing collections."""
 
 from __future__ import annotations
 
@@ -42,6 +26,21 @@ def point_id(chunk_id: str) -> str:
 
 class QdrantVectorStore(VectorStore):
     """Chunks in Qdrant.
+
+    Each Knowtology collection is one Qdrant collection (``prefix + name``, or any existing collection
+    through ``collections={name: qdrant_name}``). A point's payload carries the chunk fields (payload
+    keys renamed through ``fields`` for collections someone else wrote); points Knowtology writes get
+    the id ``uuid5(chunk_id)``, so upserts replace by chunk id.
+
+    Keyword search, in this order:
+    1. a ``text_store`` (e.g. ``PostgresTextStore``) when one is given — ingest writes text there too;
+    2. Qdrant's own BM25 (``TextQuery``, Qdrant >= 1.20) over the text fields that carry a text
+       index with ``scoring`` — collections created here get one on ``text`` and ``title``, and the two
+       BM25 scores are summed;
+    3. otherwise a ``StoreError`` that says how to add such an index.
+
+    Runs against a server (``url=``, ``api_key=``) or in qdrant-client's local mode (``path=`` or
+    ``path=":memory:"``), which the tests use.
 
     Args:
         url: server URL (``http://localhost:6333``); or

@@ -1,11 +1,4 @@
-"""Vector stores that pass calls on: by collection (attached ones to their own read-only store) or
-keyword searches to a separate text store.
-
-A collection made by ``kt attach`` records where its rows live in ``CollectionInfo.source``
-(``{"kind": "lance", "table": ..., "columns": {...}}`` or ``{"kind": "qdrant", ...}``); the
-router opens that store the first time the collection is touched. ``open_vector_store`` turns a
-``vector_uri`` setting into the default store (Lance directory / object-store URI, or Qdrant).
-"""
+"""Vector stores that pass calls on: attached collections to their own store, keywords to a text store."""
 
 from __future__ import annotations
 
@@ -149,7 +142,13 @@ class ForwardingVectorStore(VectorStore):
 
 
 class RoutingVectorStore(ForwardingVectorStore):
-    """Dispatches each call by collection: attached ones to their own store, the rest to ``default``."""
+    """Dispatches each call by collection: attached ones to their own store, the rest to ``default``.
+
+    A collection made by ``kt attach`` records where its rows live in ``CollectionInfo.source``
+    (``{"kind": "lance", "table": ..., "columns": {...}}`` or ``{"kind": "qdrant", ...}``); the
+    router opens that store the first time the collection is touched. ``open_vector_store`` turns a
+    ``vector_uri`` setting into the default store (Lance directory / object-store URI, or Qdrant).
+    """
 
     def __init__(self, default: VectorStore, tree: TreeStore) -> None:
         super().__init__(default)

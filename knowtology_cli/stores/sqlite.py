@@ -1,7 +1,6 @@
 """SQLiteTreeStore: the tree, mappings and LLM call log in ``tree.db`` (WAL, numbered migrations).
 
-Reads use the stdlib ``sqlite3`` driver so ``kt browse`` starts fast; sqlite-utils is imported
-only when the schema must be migrated or rows written in bulk.
+Reads use the stdlib ``sqlite3`` (fast start); sqlite-utils loads only to migrate or write in bulk.
 """
 
 from __future__ import annotations
