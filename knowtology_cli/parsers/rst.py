@@ -1,17 +1,4 @@
-"""reStructuredText through docutils: the real parser, so titles of any adornment (overlines too),
-roles, directives and substitutions mean what they mean in the format.
-
-The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
-``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
-markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
-and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
-``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
-except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
-dropped with comments, substitution definitions, link targets and editor modelines.
-
-Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
-and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
-"""
+"""reStructuredText through docutils, rendered to clean text; include, raw and file insertion are disabled."""
 
 from __future__ import annotations
 
@@ -166,7 +153,7 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def render(node: Any) -> str:
-    """Clean text of one body element (see the module docstring)."""
+    """Clean text of one body element."""
     from docutils import nodes  # deferred: heavy
 
     kind = node.tagname
@@ -233,7 +220,22 @@ def _table(node: Any) -> str:
 
 
 def parse_rst(text: str, *, name: str = "") -> Document:
-    """Sections of a reStructuredText document; see the module docstring."""
+    """Sections of a reStructuredText document.
+
+    docutils is the real parser, so titles of any adornment (overlines too), roles, directives
+    and substitutions mean what they mean in the format.
+
+    The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
+    ``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
+    markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
+    and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
+    ``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
+    except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
+    dropped with comments, substitution definitions, link targets and editor modelines.
+
+    Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
+    and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
+    """
     from docutils import nodes  # deferred: heavy
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
