@@ -1,11 +1,6 @@
 """ANN benchmark: flat vs indexed Lance vector search at 100k / 1M chunks (p50, recall@10, RSS, disk).
 
-Synthetic, clustered 384-d unit vectors (a Gaussian mixture on the sphere, the way sentence
-embeddings cluster by topic); queries are fresh draws from the same mixture. Ground truth is exact
-cosine top-10 computed with numpy.
-
-    python -m knowtology_cli.bench.ann --rows 100000
-    python -m knowtology_cli.bench.ann --rows 1000000 --index-type IVF_PQ --keep /tmp/ann1m
+Run ``python -m knowtology_cli.bench.ann --rows 100000`` (``--index-type IVF_PQ --keep DIR`` for 1M).
 """
 
 from __future__ import annotations

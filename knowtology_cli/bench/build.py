@@ -1,23 +1,4 @@
-"""`kt bench build`: LLM build plans per model profile vs the seed, and wall time vs --concurrency.
-
-Three parts:
-
-* **plan** — for the whole collection (SciFact: 5,183 chunks) and a 1,000-chunk stride sample, per
-  model profile: the calls our planner makes (CREATE on a sample + EXTEND batches, see
-  ``build.llm_builder``), the seed's fixed-batch call count, expected input/output tokens and cost
-  at list price. Nothing is called.
-* **concurrency** — a real build of the sample against the standalone fake server
-  (``python -m knowtology_cli.testing.fake_llm --latency 2``) over the OpenAI SDK, once per
-  ``--concurrency`` value, with the call log's cache off so every run pays for every call.
-* **full build** (``--full-build``) — the whole collection built through both providers' SDKs
-  against the fake server: every chunk must end up mapped.
-* **builders** (``--compare PATH``) — the offline, hybrid and seed LLM builders on the same
-  documents: calls, tokens in/out, wall time, names by origin, and the name routing accuracy of each
-  tree (:func:`routing_accuracy`). Against the fake server with a local model's cost model
-  (``--prefill-tps``/``--gen-tps``, one request at a time), or against a real server with
-  ``--real`` (``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` and ``--llm``). Token figures come from
-  the call log.
-"""
+"""``kt bench build``: LLM build plans per profile, wall time per ``--concurrency``, builders compared."""
 
 from __future__ import annotations
 
@@ -231,7 +212,13 @@ def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.
                      builders: Sequence[str] = ("cluster", "hybrid", "llm"), embedder: str = "local",
                      prefill_tps: float = LOCAL_PREFILL_TPS, gen_tps: float = LOCAL_GEN_TPS,
                      timeout: float | None = None, message: MessageFn = lambda _m: None) -> list[dict[str, Any]]:
-    """Build ``source`` (anything ``kt ingest`` reads) with each builder and measure it (see the module)."""
+    """Build ``source`` (anything ``kt ingest`` reads) with each builder and measure it (see the module).
+
+    The offline, hybrid and LLM builders on the same documents: calls, tokens in/out, wall time,
+    names by origin and the name routing accuracy of each tree (:func:`routing_accuracy`). Against
+    the fake server with a local model's cost model (``--prefill-tps``/``--gen-tps``, one request at
+    a time), or a real server with ``--real``. Token figures come from the call log.
+    """
     rows = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-builders-") as tmp:
         base = Path(tmp) / "base"
@@ -307,7 +294,16 @@ def run_build_bench(
     out_dir: Path | None = None,
     message: MessageFn = lambda _m: None,
 ) -> dict[str, Any]:
-    """Plan table, concurrency wall times and (optionally) full builds; a JSON-ready dict."""
+    """Plan table, concurrency wall times and (optionally) full builds; a JSON-ready dict.
+
+    * plan: for the whole collection and a 1,000-chunk stride sample, per model profile, the calls the
+      planner makes (CREATE on a sample + EXTEND batches), the fixed-batch call count of the original
+      library, expected input/output tokens and cost at list price. Nothing is called.
+    * concurrency: a real build of the sample against the standalone fake server over the OpenAI
+      SDK, once per ``--concurrency`` value, with the call log's cache off.
+    * full build (``--full-build``): the whole collection through both providers' SDKs against the
+      fake server; every chunk must end up mapped.
+    """
     ds = load_dataset(data_dir)
     lines = chunk_lines(ds)
     items = [(o["_id"], f"{o['title']}\n{o['text']}" if o["title"] else o["text"]) for o in lines]

@@ -1,10 +1,4 @@
-"""Benchmark data: BEIR-layout collections and cached scratch stores keyed by corpus + embedder.
-
-A collection folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` and
-``qrels.tsv``. The scratch store for a (corpus, embedder) pair lives under
-``$KNOWTOLOGY_BENCH_CACHE`` (default ``~/.cache/knowtology/bench``) in
-``<dataset>-<embedder>-<hash>/``, so reruns skip the embedding. Nothing is ever written next to the data.
-"""
+"""Benchmark data: BEIR-layout collections and cached scratch stores keyed by corpus + embedder."""
 
 from __future__ import annotations
 
@@ -28,7 +22,11 @@ DEFAULT_DATA_ROOT = Path("..") / "shared" / "bench-data"
 
 @dataclass
 class Dataset:
-    """One BEIR-layout test collection loaded into memory."""
+    """One BEIR-layout test collection loaded into memory.
+
+    A collection folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl``
+    and ``qrels.tsv``.
+    """
 
     name: str
     root: Path
@@ -118,7 +116,11 @@ def file_digest(path: Path) -> str:
 
 
 def store_dir_for(ds: Dataset, embedder: str) -> Path:
-    """``<cache>/<dataset>-<embedder>-<hash>``: the hash covers the corpus bytes and the embedder name."""
+    """``<cache>/<dataset>-<embedder>-<hash>``: the hash covers the corpus bytes and the embedder name.
+
+    Stores live under ``$KNOWTOLOGY_BENCH_CACHE`` (default ``~/.cache/knowtology/bench``) in
+    ``<dataset>-<embedder>-<hash>/``, so reruns skip the embedding; nothing is written next to the data.
+    """
     from knowtology_cli.embedders import canonical_name  # deferred: loads numpy
 
     name = canonical_name(embedder)

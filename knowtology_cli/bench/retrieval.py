@@ -1,12 +1,4 @@
-"""`kt bench retrieval`: the search presets and modes beside reference baselines.
-
-Every judged query runs through ``KnowledgeBase.search`` (the product path, warm, timed per query):
-the presets ``fast`` (BM25), ``default`` (hybrid) and ``thorough`` (hybrid + pseudo-relevance
-feedback), plus semantic mode. Beside them run, in the same process, a reference BM25 (bm25s, k1=0.9,
-b=0.4, lower-cased alphanumeric tokens, the small stop list of ``textutil``, no stemming, title+text),
-exact brute-force cosine over the same stored vectors, and the untuned fusion reference (the better
-of RRF k=60 and 0.5/0.5 min-max over the top-1000 lists of those two). Metrics come from ranx.
-"""
+"""``kt bench retrieval``: search presets and modes beside reference baselines (BM25, exact dense, fusion)."""
 
 from __future__ import annotations
 
@@ -201,7 +193,15 @@ def run_retrieval(
     fusion_variants: bool = True,
     message: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any]:
-    """Evaluate our three modes and their baselines on one BEIR collection; returns a JSON-able dict."""
+    """Evaluate our three modes and their baselines on one BEIR collection; returns a JSON-able dict.
+
+    Every judged query runs through ``KnowledgeBase.search`` (the product path, warm, timed per
+    query): presets ``fast`` (BM25), ``default`` (hybrid) and ``thorough`` (hybrid + pseudo-relevance
+    feedback), plus semantic mode. Beside them, in the same process: a reference BM25 (bm25s, k1=0.9,
+    b=0.4, lower-cased alphanumeric tokens, the stop list of ``textutil``, no stemming, title+text),
+    exact brute-force cosine over the same stored vectors, and the untuned fusion reference (the
+    better of RRF k=60 and 0.5/0.5 min-max over the top-1000 lists of those two). Metrics: ranx.
+    """
     ds = load_dataset(data_dir)
     queries = ds.judged(limit)
     kb, store_dir, ingest_seconds = open_store(ds, embedder, message=message)

@@ -1,15 +1,4 @@
-"""`kt bench speed`: cold CLI start-up, ingest throughput, warm latency at 10k/100k chunks, peak RSS.
-
-* Cold: each command runs as a fresh process (3 runs, median wall time) next to ``python -c pass``
-  measured in the same run; peak RSS of each process comes from ``os.wait4``.
-* Ingest: chunks/s of ``KnowledgeBase.ingest`` next to the bare embedder's ``embed_documents`` on
-  the same texts (same embedder instance, model already loaded), and the CLI ingest's wall time + RSS.
-* Warm latency: the collection's real text repeated with distinct ids up to N chunks. Vectors are
-  *not* re-embedded (an hour on 2 cores): each copy gets its original's stored vector plus Gaussian
-  noise (σ = 0.05 per dimension, re-normalised; random unit vectors when no embedded store exists).
-  Queries are the collection's judged queries embedded with the real model, so search latency
-  includes query embedding, as in the product.
-"""
+"""``kt bench speed``: cold CLI start-up, ingest throughput, warm latency at 10k/100k chunks, peak RSS."""
 
 from __future__ import annotations
 
@@ -77,7 +66,11 @@ def _run_cold(argv: list[str], env: dict[str, str]) -> tuple[float, float, float
 
 
 def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs: int = RUNS) -> list[dict[str, Any]]:
-    """Median cold wall time and peak RSS of each CLI command beside ``python -c pass``."""
+    """Median cold wall time and peak RSS of each CLI command beside ``python -c pass``.
+
+    Each command runs as a fresh process (3 runs, median wall time) next to ``python -c pass``
+    measured in the same run; peak RSS of each process comes from ``os.wait4``.
+    """
     kt = str(Path(sys.executable).with_name("kt"))
     env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "KNOWTOLOGY_COLLECTION": COLLECTION,
            "KNOWTOLOGY_SESSION": "bench-speed", "LANCEDB_LOG": "error", "LANCE_LOG": "error"}
@@ -169,7 +162,11 @@ def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) 
 
 
 def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[str, Any]:
-    """Library ingest vs the bare embedder on the same chunks, plus the CLI ingest as a process."""
+    """Library ingest vs the bare embedder on the same chunks, plus the CLI ingest as a process.
+
+    Chunks/s of ``KnowledgeBase.ingest`` next to the bare embedder's ``embed_documents`` on the same
+    texts (same embedder instance, model already loaded).
+    """
     model = get_embedder(embedder_name)
     inputs = [f"{o['title']}\n{o['text']}" if o["title"] else o["text"] for o in texts]
     model.embed_documents(inputs[:8])  # load the model outside the timing
@@ -196,7 +193,12 @@ def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[s
 
 
 def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embedder: str = "local") -> tuple[Path, str]:
-    """A cached store of ``size`` chunks: the collection's text repeated with distinct ids (see module doc)."""
+    """A cached store of ``size`` chunks: the collection's text repeated with distinct ids (see module doc).
+
+    The collection's real text repeated with distinct ids up to N chunks. Vectors are not re-embedded:
+    each copy gets its original's stored vector plus Gaussian noise (σ = 0.05 per dimension,
+    re-normalised; random unit vectors when no embedded store exists).
+    """
     ds = load_dataset(data_dir)
     name = canonical_name(embedder)
     dim = get_embedder(embedder).dimension
@@ -359,7 +361,7 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
               ingest_chunks: int = 200, n_queries: int = 50, runs: int = RUNS, out_dir: Any = None,
               startup_data: str | None = "scifact", startup_runs: int = STARTUP_RUNS,
               message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Every speed measurement; see the module docstring for what is real and what is synthetic."""
+    """Every speed measurement."""
     result_startup: dict[str, Any] | None = None
     if startup_data:
         store, size = startup_store(startup_data, embedder, message)

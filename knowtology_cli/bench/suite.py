@@ -1,10 +1,4 @@
-"""`kt bench all` / `make bench`: the default set, sized for ~15 minutes on 2 cores once stores are cached.
-
-Retrieval on the dev collections (SciFact only when its embedded store is already cached — embedding
-it takes several minutes; `kt bench retrieval scifact` once makes it part of the default set),
-the token economy on Cranfield (and SciFact when cached), speed at 10k and 100k chunks, and the
-CACM tree against its gold taxonomy. ``quick`` runs ADI with the hash embedder only (a smoke run).
-"""
+"""``kt bench all`` / ``make bench``: the default set, ~15 minutes on 2 cores once stores are cached."""
 
 from __future__ import annotations
 
@@ -28,7 +22,12 @@ def _cached(name: str, embedder: str) -> bool:
 
 def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None,
             message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run the default benchmark set; returns every result plus per-part wall times."""
+    """Run the default benchmark set; returns every result plus per-part wall times.
+
+    Retrieval on the dev collections (SciFact only when its embedded store is already cached), the
+    token economy on Cranfield (and SciFact when cached), speed at 10k and 100k chunks, and the CACM
+    tree against its gold taxonomy. ``quick`` runs ADI with the hash embedder only (a smoke run).
+    """
     from knowtology_cli.bench import retrieval, speed, tokens, tree  # deferred: loads numpy
 
     out = Path(out_dir) if out_dir is not None else None

@@ -1,22 +1,4 @@
-"""`kt bench tokens`: tokens delivered to the model (tiktoken o200k_base) against recall.
-
-Simulated agent policies — none of them looks at the relevance judgements:
-
-* ``full-k`` (plain RAG): search, send the top-k chunks in full (k = 1…10).
-* ``snippets+top-r``: search, see 10 one-line snippets, read the top r in rank order (r = 1…10).
-* ``snippets+pick δ``: search, see 10 snippets, read every hit whose *snippet* is about as close to the
-  question as the closest one (cosine of query and snippet with the collection's embedder ≥ best − δ).
-  This stands in for a model judging snippets; δ sweeps from picky to generous.
-* ``tree+pick δ`` (when the collection has a tree): as above, plus the snippets of the top hit's leaf
-  (one ``browse``), picking among both lists with the same rule.
-
-Recall counts relevant documents whose full text reached the model. Text shown to the model is the
-product's own rendering (``render.search_text`` / ``render.read_text`` / ``render.browse_text``).
-Sessions (multi-turn): queries sharing relevant documents (grouped with the judgements — the
-*session* is built from them, the policies are not) are asked in a row; plain RAG re-sends its top-5
-chunks every turn, our agents read through one ``kt read`` session, where repeats come back as one
-``(already read — skip)`` line (see :func:`multi_turn`).
-"""
+"""``kt bench tokens``: tokens delivered to the model (tiktoken o200k_base) against recall, per policy."""
 
 from __future__ import annotations
 
@@ -80,7 +62,21 @@ def _interp_tokens(curve: list[tuple[float, float]], recall: float) -> float | N
 
 def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "hybrid",
                 with_tree: bool = False) -> dict[str, Any]:
-    """Recall vs tokens per policy, averaged over queries."""
+    """Recall vs tokens per policy, averaged over queries.
+
+    Simulated agent policies; none looks at the relevance judgements:
+
+    * ``full-k`` (plain RAG): search, send the top-k chunks in full (k = 1…10).
+    * ``snippets+top-r``: search, see 10 one-line snippets, read the top r in rank order.
+    * ``snippets+pick δ``: read every hit whose *snippet* is about as close to the question as the
+      closest one (cosine with the collection's embedder ≥ best − δ), standing in for a model judging
+      snippets; δ sweeps from picky to generous.
+    * ``tree+pick δ`` (when the collection has a tree): as above, plus the snippets of the top hit's
+      leaf (one ``browse``), picking among both lists with the same rule.
+
+    Recall counts relevant documents whose full text reached the model; text shown to the model is
+    the product's own rendering (``render.search_text`` / ``read_text`` / ``browse_text``).
+    """
     count = _Counter()
     embedder = kb.embedder_for(COLLECTION)
     snippet_vecs: dict[str, np.ndarray] = {}

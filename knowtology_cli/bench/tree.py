@@ -1,17 +1,4 @@
-"""`kt bench tree`: how well a built tree's names say where a chunk lives, its balance, and its
-agreement with a gold taxonomy where one exists.
-
-Name routing accuracy (no labels needed): each node's ``name — description`` is embedded with the
-collection's embedder, every chunk is sent to the nearest sibling at each level, and the share of
-chunks that land in their real node is reported beside the majority-sibling baseline (always
-answering the largest sibling). Balance is the largest node's share of all chunks per level.
-
-Where a gold file exists (a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3``, e.g. CACM's ACM CR
-codes cut to one, two and three digits), every tree level is also scored by AMI / NMI / ARI against
-the gold levels (labelled documents only), beside two references with the same number of groups:
-a *shuffled* tree (the same sizes, documents assigned at random — what chance gives) and *flat
-k-means* on the same embeddings.
-"""
+"""``kt bench tree``: name routing accuracy, balance, and agreement with a gold taxonomy where one exists."""
 
 from __future__ import annotations
 
@@ -181,6 +168,12 @@ def _open(data_dir: str | Path, embedder: str, message: Callable[[str], None]) -
 def run_tree(data_dir: str = "cacm", *, labels: Path | None = None, embedder: str = "local", llm: str | None = None,
              out_dir: Any = None, message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Build the offline tree (and the LLM tree when ``llm`` is given) of one collection and judge it.
+
+    Where a gold file exists (a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3``), every tree
+    level is also scored by AMI / NMI / ARI against the gold levels (labelled documents only), beside
+    two references with the same number of groups: a *shuffled* tree (same sizes, documents assigned
+    at random) and *flat k-means* on the same embeddings. Balance is the largest node's share of all
+    chunks per level.
 
     ``data_dir`` is a BEIR folder or name, or a folder of documents. Names and balance are always
     judged; agreement with a gold taxonomy when ``labels`` (default ``DATA_DIR/labels.tsv``) exists.

@@ -1,12 +1,4 @@
-"""The root command group: subcommands built on first use, plain metavars, quiet exit on a closed pipe.
-
-``kt browse`` should not pay for turning 20 other commands' signatures into click objects, so the
-root group holds factories and builds only the command that runs (click's documented "lazily
-loading subcommands" pattern); ``kt --help`` lists names and one-line summaries without building
-any. Help shows click's conventional ``TEXT`` / ``INTEGER`` / ``PATHS...`` instead of Python types.
-A reader that closes the pipe early (``kt grep … | head -1``) ends the command quietly with exit 0,
-as ripgrep does.
-"""
+"""The root command group: subcommands built on first use, plain metavars, quiet exit on a closed pipe."""
 
 from __future__ import annotations
 
@@ -127,7 +119,15 @@ def quiet_exit_on_closed_pipe() -> NoReturn:
 
 
 class KtGroup(TyperGroup):
-    """The root group (see the module docstring)."""
+    """The root group.
+
+    ``kt browse`` should not pay for turning 20 other commands' signatures into click objects, so the
+    root group holds factories and builds only the command that runs (click's documented "lazily
+    loading subcommands" pattern); ``kt --help`` lists names and one-line summaries without building
+    any. Help shows click's conventional ``TEXT`` / ``INTEGER`` / ``PATHS...`` instead of Python types.
+    A reader that closes the pipe early (``kt grep … | head -1``) ends the command quietly with exit 0,
+    as ripgrep does.
+    """
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)

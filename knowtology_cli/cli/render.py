@@ -1,9 +1,4 @@
-"""Human rendering with rich; the lines match the agent text of ``knowtology_cli.render``.
-
-Lines are fitted to the output width (``COLUMNS``, else the terminal's; pipes get whole lines):
-descriptions and snippets give way first, cut at a word boundary with ``…``; chunk ids and
-counts are never cut.
-"""
+"""Human rendering with rich; the lines match the agent text of ``knowtology_cli.render``."""
 
 from __future__ import annotations
 
@@ -35,6 +30,10 @@ def fit_path(path: str, room: int | None) -> str:
 
 def fit(value: str, room: int | None, *, whole_words: bool = False) -> str:
     """``value`` cut to ``room`` terminal cells with ``…``.
+
+    Lines are fitted to the output width (``COLUMNS``, else the terminal's; pipes get whole lines):
+    descriptions and snippets give way first, cut at a word boundary with ``…``; chunk ids and
+    counts are never cut.
 
     The cut goes back to a word boundary when that keeps most of the room (``MAX_WORD_LOSS``), or
     always with ``whole_words`` (then ``""`` when not even the first word fits).

@@ -1,11 +1,4 @@
-"""FastAPI: a router factory with ``POST /km/browse``, ``/km/search``, ``/km/keyword``, ``/km/read`` (extra ``[api]``).
-
-Request bodies are the tools' argument models, responses carry the compact agent ``text`` plus the
-typed ``result`` record. The read-history session comes from the ``X-Knowtology-Session`` header.
-``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
-anything but loopback without one. Library errors map to their HTTP status with
-``{"detail": {"code", "message", "hint"}}``.
-"""
+"""FastAPI: a router with ``POST /km/browse``, ``/km/search``, ``/km/keyword``, ``/km/read`` (``[api]``)."""
 
 from __future__ import annotations
 
@@ -97,6 +90,13 @@ def check_bind(host: str, token: str | None) -> None:
 
 def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix: str = "/km") -> Any:
     """An ``APIRouter`` with the four tool routes.
+
+    Request bodies are the tools' argument models, responses carry the compact agent ``text`` plus the
+    typed ``result`` record. The read-history session comes from the ``X-Knowtology-Session`` header.
+    ``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every
+    route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
+    anything but loopback without one. Library errors map to their HTTP status with
+    ``{"detail": {"code", "message", "hint"}}``.
 
     Args:
         tools: the shared tool layer.

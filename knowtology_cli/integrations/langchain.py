@@ -1,9 +1,4 @@
-"""LangChain: the four tools as ``StructuredTool``s named ``km_*`` with typed arguments.
-
-Each tool returns the compact agent text as its content and the typed record
-(``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
-back to the agent as ``Error: ...`` text instead of ending the run.
-"""
+"""LangChain: the four tools as ``StructuredTool``s named ``km_*`` with typed arguments."""
 
 from __future__ import annotations
 
@@ -21,6 +16,10 @@ if TYPE_CHECKING:
 
 def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> list[Any]:
     """``StructuredTool``s for ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
+
+    Each tool returns the compact agent text as its content and the typed record
+    (``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
+    back to the agent as ``Error: ...`` text instead of ending the run.
 
     Args:
         tools: the shared tool layer.

@@ -1,14 +1,4 @@
-"""MCP: the four tools as an MCP server (``kt mcp`` runs it on stdio; extra ``[mcp]``).
-
-Every tool answers with the compact agent text. Read history is kept per MCP connection (each
-connection gets its own generated session) unless a named session is configured, in which case
-all connections share it. Over stdio a process serves exactly one client, so ``kt mcp`` keeps one
-session for the life of the process: that holds for the handshake-era session
-(``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
-2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
-state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
-bad path or id never ends the server.
-"""
+"""MCP: the four tools as an MCP server (``kt mcp`` runs it on stdio; extra ``[mcp]``)."""
 
 from __future__ import annotations
 
@@ -74,6 +64,15 @@ def _new_name() -> str:
 
 def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, name: str = SERVER_NAME) -> Any:
     """An ``MCPServer`` exposing ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
+
+    Every tool answers with the compact agent text. Read history is kept per MCP connection (each
+    connection gets its own generated session) unless a named session is configured, in which case
+    all connections share it. Over stdio a process serves exactly one client, so ``kt mcp`` keeps one
+    session for the life of the process: that holds for the handshake-era session
+    (``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
+    2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
+    state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
+    bad path or id never ends the server.
 
     Args:
         tools: the shared tool layer.
