@@ -1,7 +1,6 @@
 """Knowtology: tree-structured knowledge maps for LLM agents — browse, search, grep and read.
 
-The public names are imported on first use, so ``import knowtology_cli`` stays cheap (no LanceDB,
-provider SDKs or ONNX runtime until something needs them).
+Public names import on first use, so ``import knowtology_cli`` stays cheap.
 """
 
 from __future__ import annotations

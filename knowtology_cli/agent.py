@@ -1,16 +1,4 @@
-"""``kt ask``: a small tool-calling agent loop over the four tools, answering with cited chunk ids.
-
-The model sees the same four tool specs as MCP and LangChain (:data:`knowtology_cli.tools.TOOLS`)
-through :meth:`knowtology_cli.llm.base.LLMClient.chat`; each call runs in the shared tool layer
-and its compact text goes back as the tool result. The loop ends at a text answer or after
-``max_steps`` model turns.
-
-An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
-this run (``km_read_chunks``, a repeat read included); ids it merely saw in search results or the
-map don't count. An uncited answer is asked for once more, saying why (it may read first); if the
-second answer is still uncited, :attr:`AskResult.uncited` is True (``kt ask`` then warns and exits
-with :data:`EXIT_UNCITED`).
-"""
+"""``kt ask``: a small tool-calling agent loop over the four tools, answering with cited chunk ids."""
 
 from __future__ import annotations
 
@@ -113,6 +101,15 @@ def ask(
     max_output_tokens: int = 1024,
 ) -> AskResult:
     """Let ``llm`` explore with the four tools until it answers ``question`` (or ``max_steps`` turns).
+
+    The model sees the same four tool specs as MCP and LangChain through ``LLMClient.chat``; each
+    call runs in the shared tool layer and its compact text goes back as the tool result. The loop
+    ends at a text answer or after ``max_steps`` model turns.
+
+    An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
+    this run (``km_read_chunks``, a repeat read included); ids merely seen in search results or the
+    map don't count. An uncited answer is asked for once more, saying why; if the second is still
+    uncited, ``AskResult.uncited`` is True (``kt ask`` then warns and exits with ``EXIT_UNCITED``).
 
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
     can correct itself; provider failures raise ``LLMError``.

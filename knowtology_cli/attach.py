@@ -1,8 +1,6 @@
 """Attach someone else's vector table as a read-only collection (no chunk is copied), or detach it.
 
-The attachment lives in the tree store's collection record (``CollectionInfo.source``); from then
-on ``KnowledgeBase`` routes the collection's reads to an ``AttachedLanceStore`` and refuses writes.
-``kt build`` maps the table's rows onto a tree; browse, search, grep and read work as usual.
+The attachment lives in ``CollectionInfo.source``; reads are routed there and writes refused.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""``TreeBuilder``: the seed's async build API over the synchronous ingest + build of ``KnowledgeBase``.
-
-``await TreeBuilder(llm=llm, tree_store=tree_store).build(collection_id=..., chunks=[{...}])``
-upserts the chunk dicts (same fields as a JSONL chunk line: ``text`` and optional ``chunk_id``,
-``doc_id``, ``file_name``, ``chunk_index``, ``title``, ``metadata``) into the vector store,
-embedding only new or changed ones, then builds or extends the tree with the LLM (or offline
-clustering when ``llm`` is None). Without a ``vector_store`` the chunks go to the in-memory
-database shared by :mod:`knowtology_cli.adapters.memory`, where a later
-``InMemoryVectorStore()`` finds them.
-"""
+"""``TreeBuilder``: the original Knowtology library's async build API over ``KnowledgeBase``."""
 
 from __future__ import annotations
 
@@ -26,6 +17,12 @@ if TYPE_CHECKING:
 
 class TreeBuilder:
     """Builds a collection's category tree from chunks (seed-compatible).
+
+    ``await TreeBuilder(llm=llm, tree_store=tree_store).build(collection_id=..., chunks=[{...}])``
+    upserts the chunk dicts (the fields of a JSONL chunk line) into the vector store, embedding only
+    new or changed ones, then builds or extends the tree with the LLM (offline clustering when ``llm``
+    is None). Without a ``vector_store`` the chunks go to the shared in-memory database of
+    :mod:`knowtology_cli.adapters.memory`, where a later ``InMemoryVectorStore()`` finds them.
 
     Args:
         llm: the LLM client for tree building; None builds offline by clustering.

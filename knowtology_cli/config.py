@@ -1,7 +1,6 @@
 """Configuration, resolved one way: flag > env (KNOWTOLOGY_*) > config.toml > default.
 
-This is the only module that reads environment variables and config files; library constructors
-take explicit values.
+The only module that reads environment variables and config files; library constructors take explicit values.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Tree export and import: the versioned JSON tree document and its Markdown, Mermaid and HTML renderings.
-
-The JSON document (``format: "knowtology-tree"``, ``version: 1``; schema in docs/export.md) is the
-one shape scripts rely on: every node (path, name, description, level, counts) and every mapped
-chunk (node path, snippet, doc id, file, chunk index, title, content hash, and section and line or
-page range when the chunk carries them). ``import_tree`` turns such a document back into a collection's tree, so a tree
-built once (e.g. with an LLM) can ship with its corpus. Nothing here touches a terminal or a store
-directly: ``KnowledgeBase.export_tree`` / ``import_tree`` gather and apply the data.
-"""
+"""Tree export and import: the versioned JSON tree document and its Markdown, Mermaid and HTML renderings."""
 
 from __future__ import annotations
 
@@ -133,7 +125,16 @@ def build_document(
     unmapped: list[str] | None,
     generator: str,
 ) -> TreeDocument:
-    """Assemble the document from store records (``chunks`` gives titles, hashes and provenance)."""
+    """Assemble the document from store records (``chunks`` gives titles, hashes and provenance).
+
+    The JSON document (``format: "knowtology-tree"``, ``version: 1``; schema in docs/export.md) is the
+    one shape scripts rely on: every node (path, name, description, level, counts) and every mapped
+    chunk (node path, snippet, doc id, file, chunk index, title, content hash, and section and line or
+    page range when the chunk carries them). ``import_tree`` turns such a document back into a
+    collection's tree, so a tree
+    built once (e.g. with an LLM) can ship with its corpus. Nothing here touches a terminal or a store
+    directly: ``KnowledgeBase.export_tree`` / ``import_tree`` gather and apply the data.
+    """
     child_counts: dict[str, int] = {}
     for node in nodes:
         if "/" in node.path:

@@ -1,22 +1,6 @@
 """Reading ingest input: JSONL / BEIR chunk files, stdin, and documents (Markdown, reST, HTML, PDF, text).
 
-Everything is read and validated before anything is written, so bad input changes nothing.
-Problems read ``file:line: what is wrong — what to do``.
-
-Identity. Every input belongs to a *source*: a name and a resolved root folder (symlinks followed),
-recorded in the tree store. A document's id is ``<source name>/<path inside the root>#<n>``, so
-the same folder reached through any spelling or working directory yields the same ids. A folder
-argument is a source of its own (default name: the folder's name) unless it lies inside a
-registered root, in which case it is that part of the registered source; a single file belongs
-to the registered root that holds it, else to its folder. The deepest registered root wins, so a
-folder that holds another source's root leaves those files to that source. Standard input is the
-source ``stdin`` unless named. A name already registered for another root is a conflict
-(:class:`~knowtology_cli.errors.ConflictError`), raised before any file is read, unless
-``replace`` re-points the name at the new root.
-
-Duplicate chunk ids within one run: the first occurrence wins and every later one is a problem
-(an error unless ``--skip-invalid``). Across runs a chunk id belongs to the source that stored
-it; :meth:`KnowledgeBase.ingest` refuses ids another source owns unless told to replace them.
+Everything is read and validated before anything is written; problems read ``file:line: problem — fix``.
 """
 
 from __future__ import annotations
@@ -154,6 +138,21 @@ def read_inputs(
     replace: bool = False,
 ) -> InputBatch:
     """Read every path (file, directory or ``-``) into one validated batch.
+
+    Identity. Every input belongs to a *source*: a name and a resolved root folder (symlinks followed),
+    recorded in the tree store. A document's id is ``<source name>/<path inside the root>#<n>``, so
+    the same folder reached through any spelling or working directory yields the same ids. A folder
+    argument is a source of its own (default name: the folder's name) unless it lies inside a
+    registered root, in which case it is that part of the registered source; a single file belongs
+    to the registered root that holds it, else to its folder. The deepest registered root wins, so a
+    folder that holds another source's root leaves those files to that source. Standard input is the
+    source ``stdin`` unless named. A name already registered for another root is a conflict
+    (:class:`~knowtology_cli.errors.ConflictError`), raised before any file is read, unless
+    ``replace`` re-points the name at the new root.
+
+    Duplicate chunk ids within one run: the first occurrence wins and every later one is a problem
+    (an error unless ``--skip-invalid``). Across runs a chunk id belongs to the source that stored
+    it; :meth:`KnowledgeBase.ingest` refuses ids another source owns unless told to replace them.
 
     Args:
         paths: what to read.

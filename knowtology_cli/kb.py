@@ -1,7 +1,6 @@
 """KnowledgeBase: the one façade over injected stores, embedder and LLM client.
 
-Every surface (CLI, REPL, MCP, LangChain, FastAPI, Python) calls these methods; nothing here
-knows about terminals or HTTP.
+Every surface (CLI, REPL, MCP, LangChain, FastAPI) calls its methods; nothing here knows terminals or HTTP.
 """
 
 from __future__ import annotations
@@ -236,7 +235,7 @@ class KnowledgeBase:
         progress: ProgressFn = _noop_progress,
         message: MessageFn = _noop_message,
     ) -> IngestReport:
-        """Add or update chunks from files, directories or stdin (``-``); see DESIGN §3.
+        """Add or update chunks from files, directories or stdin (``-``).
 
         Each input belongs to a source (see :mod:`knowtology_cli.ingest`): ``source`` names the one
         path's source, or with no paths re-scans that registered source. A source name or chunk id

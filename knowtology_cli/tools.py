@@ -1,10 +1,6 @@
-"""The four agent tools, defined once: names, descriptions, argument schemas and their runner.
+"""The four agent tools, defined once: :class:`KnowledgeMapTools` wraps a ``KnowledgeBase``.
 
-MCP, LangChain, FastAPI, the REPL, ``kt ask`` and the seed-style Python API all call
-:class:`KnowledgeMapTools`, which wraps one :class:`~knowtology_cli.kb.KnowledgeBase` and answers
-with the compact agent text of :mod:`knowtology_cli.render`. :data:`TOOLS` (in
-:mod:`knowtology_cli.tool_specs`) is the single list of tool specs every surface derives its own
-tool definitions from.
+MCP, LangChain, FastAPI, the REPL and ``kt ask`` all call it; the specs live in :mod:`.tool_specs`.
 """
 
 from __future__ import annotations
