@@ -260,3 +260,13 @@ def test_the_function_import_finder_allows_heavy_and_marked_imports_only() -> No
               "class C:\n    def m(self):\n        import os, numpy\n")
     assert unexplained_function_imports(source) == ["line 6: import re", "line 8: from .models import Chunk",
                                                     "line 13: import os, numpy"]
+
+
+def test_module_docstrings_are_one_to_three_lines() -> None:
+    """Each module says in one to three lines what it is for; detail belongs to the function it explains."""
+    long = {}
+    for name, file in package_modules().items():
+        doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8")))
+        if not doc or not 1 <= len(doc.splitlines()) <= 3:
+            long[name] = len(doc.splitlines()) if doc else 0
+    assert long == {}, "module docstrings must be 1-3 lines (lines per module shown)"
