@@ -24,7 +24,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	bash scripts/demo.sh
 
-test: $(STAMP) browser
+# lint first: CI fails on a lint or type error before it spends time on the tests
+test: $(STAMP) browser lint
 	$(BIN)/python -m pytest
 
 # The HTML export's browser test drives Chromium through ChromeDriver. When they are missing and
@@ -49,7 +50,8 @@ screenshot: $(STAMP) browser
 	KT_UPDATE_SCREENSHOT=1 $(BIN)/python -m pytest tests/test_export_browser.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check knowtology_cli benchmarks tests
+	$(BIN)/ruff check knowtology_cli benchmarks tests scripts
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/kt bench all

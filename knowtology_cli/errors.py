@@ -35,7 +35,7 @@ class KnowtologyError(Exception):
     def __str__(self) -> str:
         return self.message
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``{"code", "message", "hint"}``."""
         return {"code": self.code, "message": self.message, "hint": self.hint}
 

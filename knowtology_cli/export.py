@@ -9,7 +9,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,7 +24,7 @@ from .export_common import (
 )
 from .models import Chunk, ChunkMapping, TreeNode, split_path
 
-SCHEMA = "knowtology-tree"
+SCHEMA: Final = "knowtology-tree"
 SCHEMA_VERSION = 1
 FORMATS = ("json", "markdown", "mermaid", "html")
 MAX_LEVEL = 3

@@ -5,6 +5,7 @@ Every surface (CLI, REPL, MCP, LangChain, FastAPI) calls its methods; nothing he
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -63,6 +64,10 @@ UPSERT_BATCH = 512
 
 def _noop_progress(stage: str, done: int, total: int) -> None:
     return None
+
+
+def _offset_progress(progress: ProgressFn, stage: str, base: int, total: int, done: int) -> None:
+    progress(stage, base + done, total)
 
 
 def _noop_message(text: str) -> None:
@@ -349,7 +354,7 @@ class KnowledgeBase:
                 part = todo[start : start + UPSERT_BATCH]
                 vectors = model.embed_documents(
                     [f"{c.title}\n{c.text}" if c.title else c.text for c in part],
-                    progress=lambda n, _base=done: progress("embedding", _base + n, len(todo)),
+                    progress=functools.partial(_offset_progress, progress, "embedding", done, len(todo)),
                 )
                 self.vectors.upsert(name, part, vectors)
                 done += len(part)

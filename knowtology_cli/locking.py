@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from .errors import LockedError
 
@@ -23,7 +24,7 @@ class StoreLock:
         self.path = Path(store_dir) / ".write.lock"
         self.timeout = timeout
         self.on_wait = on_wait
-        self._handle = None
+        self._handle: TextIO | None = None
         self._depth = 0
 
     @property

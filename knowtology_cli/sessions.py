@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ class FileSessionStore(SessionStoreInterface):
             return {"name": name, "collections": {}}
         except (OSError, ValueError) as exc:
             raise StoreError(f"{path}: unreadable session file ({exc})", hint=f"run `kt session reset {name}`") from exc
+        if not isinstance(data, dict):
+            raise StoreError(f"{path}: unreadable session file (not a JSON object)", hint=f"run `kt session reset {name}`")
         data.setdefault("collections", {})
         return data
 
@@ -116,7 +118,7 @@ class FileSessionStore(SessionStoreInterface):
             raise
 
     @contextmanager
-    def _locked(self, name: str):
+    def _locked(self, name: str) -> Iterator[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self.directory / f".{validate_name('session', name)}.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from knowtology_cli.stores.base import TreeStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_corpus"
@@ -125,3 +128,22 @@ def cli():
         return runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def tree(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TreeStore]:
+    """Each tree store implementation (SQLite, in-memory, PostgreSQL), opened empty."""
+    if request.param == "sqlite":
+        from knowtology_cli.stores.sqlite import SQLiteTreeStore
+
+        store: TreeStore = SQLiteTreeStore(tmp_path / "tree.db")
+    elif request.param == "memory":
+        from knowtology_cli.stores.memory import InMemoryTreeStore
+
+        store = InMemoryTreeStore()
+    else:
+        from knowtology_cli.stores.pg import PostgresTreeStore
+
+        store = PostgresTreeStore(request.getfixturevalue("pg_dsn"))
+    yield store
+    store.close()

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pytest
 from _agent_fixtures import KT, env
 from conftest import SAMPLE
 
@@ -83,24 +82,6 @@ def test_a_node_is_stale_at_a_tenth_of_its_named_members() -> None:
     share = FRESHNESS.stale_share
     assert not is_stale(node(100, 0)) and not is_stale(node(100, round(100 * share) - 1))
     assert is_stale(node(100, round(100 * share))) and is_stale(node(3, 1))
-
-
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
-def tree(request: pytest.FixtureRequest, tmp_path: Path) -> TreeStore:
-    if request.param == "sqlite":
-        from knowtology_cli.stores.sqlite import SQLiteTreeStore
-
-        store: TreeStore = SQLiteTreeStore(tmp_path / "tree.db")
-    elif request.param == "memory":
-        from knowtology_cli.stores.memory import InMemoryTreeStore
-
-        store = InMemoryTreeStore()
-    else:
-        from knowtology_cli.stores.pg import PostgresTreeStore
-
-        store = PostgresTreeStore(request.getfixturevalue("pg_dsn"))
-    yield store
-    store.close()
 
 
 def _m(chunk_id: str, path: str, content_hash: str = "h") -> tuple[ChunkMapping, str]:

@@ -22,24 +22,6 @@ pytest_plugins = ("scale_fixtures",)
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
-def tree(request: pytest.FixtureRequest, tmp_path: Path) -> TreeStore:
-    if request.param == "sqlite":
-        from knowtology_cli.stores.sqlite import SQLiteTreeStore
-
-        store: TreeStore = SQLiteTreeStore(tmp_path / "tree.db")
-    elif request.param == "memory":
-        from knowtology_cli.stores.memory import InMemoryTreeStore
-
-        store = InMemoryTreeStore()
-    else:
-        from knowtology_cli.stores.pg import PostgresTreeStore
-
-        store = PostgresTreeStore(request.getfixturevalue("pg_dsn"))
-    yield store
-    store.close()
-
-
 def _m(chunk_id: str, path: str, file_name: str = "a.md", index: int = 0) -> tuple[ChunkMapping, str]:
     return (ChunkMapping(collection="c", chunk_id=chunk_id, tree_node_id=0, snippet=f"snippet {chunk_id}",
                          doc_id="d", file_name=file_name, chunk_index=index, path=path), f"h-{chunk_id}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import functools
 import json
 import os
 import shutil
@@ -88,7 +89,7 @@ def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs
         ("kt search (default: hybrid)", [kt, "search", query]),
         ("kt read", [kt, "read", chunk_id, "--force"]),
     ]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, argv in commands:
         timed = [_run_cold(argv, env) for _ in range(max(1, runs))]
         rows.append({"command": name, "wall_ms": round(statistics.median(r[0] for r in timed) * 1000, 1),
@@ -214,8 +215,9 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embed
     try:
         src, _, _ = open_store(ds, embedder, message=message) if _has_store(ds, embedder) else (None, None, None)
         if src is not None:
-            for chunks, vecs in src.vectors.iter_rows(COLLECTION, with_vectors=True):
-                base_vectors.update({c.chunk_id: v for c, v in zip(chunks, vecs, strict=True)})
+            for stored, stored_vecs in src.vectors.iter_rows(COLLECTION, with_vectors=True):
+                assert stored_vecs is not None  # with_vectors=True
+                base_vectors.update({c.chunk_id: v for c, v in zip(stored, stored_vecs, strict=True)})
             src.close()
             source = f"stored {name} vectors of the original + N(0, {NOISE}²) noise"
     except Exception:  # noqa: BLE001 - fall back to random vectors
@@ -227,7 +229,8 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embed
     kb.tree.ensure_collection(CollectionInfo(name=COLLECTION, embedder=name, dimension=dim))
     batch_n = 10_000
     for start in range(0, size, batch_n):
-        chunks, vecs = [], []
+        chunks: list[Chunk] = []
+        vecs: list[np.ndarray] = []
         for i in range(start, min(size, start + batch_n)):
             o = lines[i % len(lines)]
             copy = i // len(lines)
@@ -239,7 +242,7 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embed
             vecs.append(v / np.linalg.norm(v))
         kb.vectors.upsert(COLLECTION, chunks, np.asarray(vecs, dtype=np.float32))
         message(f"  {min(size, start + batch_n):,}/{size:,}")
-    kb.vectors.refresh_indexes(COLLECTION)  # type: ignore[attr-defined]
+    kb.vectors.refresh_indexes(COLLECTION)
     kb.close()
     marker.write_text(json.dumps({"size": size, "vectors": source}))
     return directory, source
@@ -290,16 +293,16 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
             runs += [("keyword", "keyword", "default"), ("fast", None, "fast"), ("thorough", None, "thorough")]
         for key, mode, preset in runs:
             store.search(queries[0], collection=COLLECTION, k=10, mode=mode, preset=preset)
-            pairs = [timed(lambda q=q, m=mode, p=preset: store.search(q, collection=COLLECTION, k=10, mode=m, preset=p))
+            pairs = [timed(functools.partial(store.search, q, collection=COLLECTION, k=10, mode=mode, preset=preset))
                      for q in queries]
             out[f"{label}search_{key}"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         if not full:
             return
         out["rerank_llm"] = rerank_cost(directory, queries, timed)
-        pairs = [timed(lambda q=q: store.grep(q, collection=COLLECTION, k=10)) for q in queries]
+        pairs = [timed(functools.partial(store.grep, q, collection=COLLECTION, k=10)) for q in queries]
         out["grep"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         picks = [[ids[i] for i in rng.integers(0, len(ids), 3)] for _ in queries]
-        pairs = [timed(lambda p=p: store.read(p, collection=COLLECTION, session="bench-speed", force=True))
+        pairs = [timed(functools.partial(store.read, p, collection=COLLECTION, session="bench-speed", force=True))
                  for p in picks]
         out["read_3"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
 
@@ -341,8 +344,8 @@ def rerank_cost(directory: Path, queries: list[str], timed: Callable[[Callable[[
             copy = Path(tmp, "store")
             shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("sessions"))
             kb = KnowledgeBase.open(copy, llm=client)
-            plain = [timed(lambda q=q: kb.search(q, collection=COLLECTION, k=10)) for q in queries]
-            pairs = [timed(lambda q=q: kb.search(q, collection=COLLECTION, k=10, rerank="llm")) for q in queries]
+            plain = [timed(functools.partial(kb.search, q, collection=COLLECTION, k=10)) for q in queries]
+            pairs = [timed(functools.partial(kb.search, q, collection=COLLECTION, k=10, rerank="llm")) for q in queries]
             kb.close()
         calls = [c for c in server.calls if c.kind == "rerank"]
         sent = [sum(count_tokens(str(m.get("content", "")), "o200k_base") for m in (c.body or {}).get("messages", []))
@@ -391,9 +394,9 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
     message(f"ingest throughput on {ingest_chunks} {ds.name} chunks…")
     result["ingest"] = ingest_throughput(chunk_lines(ds)[:ingest_chunks], embedder)
     result["scale"] = []
-    for size in sizes if sizes is not None else [10_000, 100_000]:
-        directory, source = scaled_store(data_dir, size, message, embedder)
-        message(f"warm latency at {size:,} chunks…")
+    for n_chunks in sizes if sizes is not None else [10_000, 100_000]:
+        directory, source = scaled_store(data_dir, n_chunks, message, embedder)
+        message(f"warm latency at {n_chunks:,} chunks…")
         row = warm_latency(directory, queries, ann=ann, message=message)
         row["vectors"] = source
         result["scale"].append(row)

@@ -140,14 +140,14 @@ def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "h
                      for c in extra if c.chunk_id in extra_docs]
             best = max(s for _, _, s in cand)
             for delta in DELTAS:
-                picked = [(cid, d) for cid, d, s in cand if s >= best - delta]
-                for cid, _ in picked:
+                chosen = [(cid, d) for cid, d, s in cand if s >= best - delta]
+                for cid, _ in chosen:
                     if cid not in chunk_tokens:
                         read = kb.read([cid], collection=COLLECTION, session="bench-tokens", force=True)
                         chunk_tokens[cid] = count(read_text(read))
-                add(f"tree+pick δ={delta}", _recall(rel, [d for _, d in picked]),
-                    snip_tokens + browse_tokens + sum(chunk_tokens[c] for c, _ in picked))
-    rows = []
+                add(f"tree+pick δ={delta}", _recall(rel, [d for _, d in chosen]),
+                    snip_tokens + browse_tokens + sum(chunk_tokens[c] for c, _ in chosen))
+    rows: list[dict[str, Any]] = []
     for name, points in acc.items():
         arr = np.asarray(points)
         rows.append({"policy": name, "recall": round(float(arr[:, 0].mean()), 4),

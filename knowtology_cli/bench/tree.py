@@ -20,6 +20,7 @@ from knowtology_cli.builders.runner import stale_nodes
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.kb import KnowledgeBase
 from knowtology_cli.llm import get_llm
+from knowtology_cli.models import Chunk
 from knowtology_cli.stores.base import CollectionInfo
 
 
@@ -342,10 +343,14 @@ def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embed
     cached, _, _ = open_store(ds, embedder, message=message)
     try:
         info = cached.tree.get_collection(COLLECTION)
-        rows = [(c, v) for chunks, vecs in cached.vectors.iter_rows(COLLECTION, with_vectors=True)
-                for c, v in zip(chunks, vecs, strict=True)]
+        rows: list[tuple[Chunk, np.ndarray]] = []
+        for chunks, vecs in cached.vectors.iter_rows(COLLECTION, with_vectors=True):
+            assert vecs is not None  # with_vectors=True
+            rows.extend(zip(chunks, vecs, strict=True))
     finally:
         cached.close()
+    if info is None:
+        raise ConfigError(f"{ds.name}: the cached store has no collection {COLLECTION!r}", hint="delete the cache and run again")
     docs = sorted({c.doc_id for c, _ in rows})
     rng = np.random.default_rng(seed)
     new_docs = set(rng.choice(docs, size=max(1, round(added * len(docs))), replace=False).tolist())

@@ -672,7 +672,8 @@ class LLMTreeBuilder:
             groups.setdefault(prefix, []).append(r.chunk_id)
         names = offline_group_names(self.kb, self.collection, list(groups.values()),
                                     {i: (self.texts[i], self.titles[i], *self.meta[i]) for i in self.texts})
-        categories, assignments = [], []
+        categories: list[Category] = []
+        assignments: list[dict[str, str]] = []
         for (prefix, ids), (name, description) in zip(groups.items(), names):
             if self.names.segment_problem(name) is not None:
                 name, description = OTHER, ""
@@ -745,11 +746,11 @@ def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Seq
     rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]
     matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms > 0, norms, 1.0)
+    unit = matrix / np.where(norms > 0, norms, 1.0)
     items = [ClusterItem(chunk_id=i, text=info[i][0], title=info[i][1], doc_id=info[i][2], file_name=info[i][3])
              for i in ids]
     keys = [f"group{k}" for k, group in enumerate(groups) for _ in group]
-    named = name_tree(items, matrix, keys)
+    named = name_tree(items, unit, keys)
     return [named.get(f"group{k}", (OTHER, "")) for k in range(len(groups))]
 
 

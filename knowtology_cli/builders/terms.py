@@ -89,7 +89,7 @@ PHRASE = "§"  # key prefix of heading phrases
 
 
 @lru_cache(maxsize=1)
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer():
     import snowballstemmer  # deferred: heavy
 
     return snowballstemmer.stemmer("english")

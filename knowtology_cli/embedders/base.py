@@ -36,7 +36,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query (asymmetric models treat it differently from documents)."""
-        return self._embed_all([text], "query", None)[0]
+        vector: np.ndarray = self._embed_all([text], "query", None)[0]
+        return vector
 
     def _embed_all(
         self, texts: Sequence[str], kind: Kind, progress: Callable[[int], None] | None
@@ -55,4 +56,5 @@ class Embedder(ABC):
                 progress(len(batch))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return out / norms
+        unit: np.ndarray = out / norms
+        return unit

@@ -210,7 +210,7 @@ def _endpoint(tools: KnowledgeMapTools, spec: ToolDef, response_model: type[_Res
             out = tools.run(spec.name, body.model_dump(exclude_none=True), session=name)
         except KnowtologyError as exc:
             raise HTTPException(status_code=exc.http_status, detail=exc.to_dict()) from exc
-        return response_model(tool=out.tool, text=out.text, result=out.result)
+        return response_model.model_validate({"tool": out.tool, "text": out.text, "result": out.result})
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [

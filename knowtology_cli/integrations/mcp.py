@@ -125,7 +125,7 @@ def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: Connection
     params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
     annotations: dict[str, Any] = {"ctx": Context, "return": str}
     for field_name, field in spec.args.model_fields.items():
-        annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]
+        annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]  # type: ignore[name-defined]  # a type built at run time
         default = inspect.Parameter.empty if field.is_required() else field.default
         params.append(inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=annotation))

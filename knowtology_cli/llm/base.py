@@ -541,10 +541,10 @@ class LLMClient(ABC):
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         with self._lock:
-            jitter = self._rng.random()
+            jitter: float = self._rng.random()
         if retry_after is not None:
             return retry_after + jitter * min(1.0, 0.1 * retry_after)
-        return min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * (0.5 + 0.5 * jitter)
+        return min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1)) * (0.5 + 0.5 * jitter)
 
     def redact(self, text: str) -> str:
         """``text`` with this client's key and anything key-like replaced by ``***``."""
@@ -559,6 +559,8 @@ class LLMClient(ABC):
         current = timeout  # this attempt's timeout, counted from when it is sent
         transport_failures = 0
         output_failures = 0
+        failure: ProviderFailure
+        cause: Exception
         while True:
             if cancel is not None and cancel.is_set():
                 raise LLMCancelledError(f"{self.spec}: {what} not sent: the build is stopping")
@@ -582,10 +584,10 @@ class LLMClient(ABC):
             except ProviderFailure as exc:
                 failure, cause = exc, exc
             except Exception as exc:  # SDK exceptions, mapped by the subclass
-                failure = self._classify(exc)
-                if failure is None:
+                classified = self._classify(exc)
+                if classified is None:
                     raise
-                cause = exc
+                failure, cause = classified, exc
             with self._lock:
                 self.usage.failed_calls += 1
             transport_failures += 1
@@ -703,8 +705,9 @@ def error_message_from_body(body: object) -> str | None:
     """``error.message`` (OpenAI and Anthropic shape) or a short string body."""
     if isinstance(body, Mapping):
         err = body.get("error", body)
-        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-            return err["message"]
+        message = err.get("message") if isinstance(err, Mapping) else None
+        if isinstance(message, str):
+            return message
         if isinstance(err, str):
             return err
     if isinstance(body, str):

@@ -98,6 +98,7 @@ def _parser(fmt: str) -> Callable[..., Document]:
         return parse_text
     if fmt in _EXTRAS:
         extra, module = _EXTRAS[fmt]
+        parser: Callable[..., Document]
         try:
             if fmt == "html":
                 from .html import parse_html as parser  # deferred: loads lxml

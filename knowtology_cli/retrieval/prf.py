@@ -41,7 +41,7 @@ class FeedbackParams:
 
 
 @lru_cache(maxsize=1)
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer():
     import snowballstemmer  # deferred: heavy
 
     return snowballstemmer.stemmer("english")

@@ -38,7 +38,8 @@ class ColumnMap:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ColumnMap:
-        return cls(**{k: data.get(k) for k in ("id", "text", "vector", "doc", "file", "index", "title")})
+        return cls(id=data["id"], text=data["text"], vector=data["vector"],
+                   **{k: data.get(k) for k in ("doc", "file", "index", "title")})
 
 
 def quote_column(name: str) -> str:

@@ -443,12 +443,12 @@ class LanceVectorStore(VectorStore):
         terms = {t: w for t, w in terms.items() if t.strip() and w > 0}
         if ds is None or k <= 0 or not terms or (within is not None and not within):
             return []
-        from lance.query import BooleanQuery, MatchQuery, Occur  # deferred: heavy
+        from lance.query import BooleanQuery, FullTextQuery, MatchQuery, Occur  # deferred: heavy
 
         columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
         if not columns:
             return []
-        clauses = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
+        clauses: list[tuple[Occur, FullTextQuery]] = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
                    for term, weight in terms.items() for column in columns]
         kwargs: dict[str, Any] = {}
         if within is not None:

@@ -334,7 +334,8 @@ class PostgresTreeStore(TreeStore):
                 for r in rows]
 
     def chunk_owners(self, collection: str, chunk_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
-        sql, params = "SELECT chunk_id, source, origin FROM kt_source_chunks WHERE collection = %s", [collection]
+        sql = "SELECT chunk_id, source, origin FROM kt_source_chunks WHERE collection = %s"
+        params: list[Any] = [collection]
         if chunk_ids is not None:
             sql, params = sql + " AND chunk_id = ANY(%s)", [collection, list(dict.fromkeys(chunk_ids))]
         return {r["chunk_id"]: (r["source"], r["origin"]) for r in self.db.query(sql, params)}
@@ -579,7 +580,7 @@ class PostgresTreeStore(TreeStore):
 
     def calls(self, collection: str | None = None, build_id: str | None = None) -> list[dict[str, Any]]:
         """Logged calls (without responses), oldest first."""
-        sql, params = "SELECT * FROM kt_llm_calls WHERE TRUE", []
+        sql, params = "SELECT * FROM kt_llm_calls WHERE TRUE", list[Any]()
         if collection:
             sql, params = sql + " AND collection = %s", [*params, collection]
         if build_id:

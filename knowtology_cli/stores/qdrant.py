@@ -182,7 +182,7 @@ class QdrantVectorStore(VectorStore):
             self._dims[collection] = dimension
         points = []
         for chunk, vector in zip(chunks, np.asarray(vectors, dtype=np.float32), strict=True):
-            payload = {self.fields[f]: getattr(chunk, f) for f in CHUNK_FIELDS if self.fields.get(f)}
+            payload: dict[str, Any] = {key: getattr(chunk, f) for f in CHUNK_FIELDS if (key := self.fields.get(f))}
             vec: Any = vector.tolist() if self.vector_name is None else {self.vector_name: vector.tolist()}
             points.append(models.PointStruct(id=point_id(chunk.chunk_id), vector=vec, payload=payload))
         try:
@@ -213,7 +213,7 @@ class QdrantVectorStore(VectorStore):
             return
         from qdrant_client import models  # deferred: optional extra
 
-        ids = [point_id(c) for c in chunk_ids]
+        ids: list[Any] = [point_id(c) for c in chunk_ids]
         self.client.delete(self.qdrant_name(collection), points_selector=models.PointIdsList(points=ids), wait=True)
         if self.text_store is not None:
             self.text_store.delete(collection, chunk_ids)
@@ -290,7 +290,8 @@ class QdrantVectorStore(VectorStore):
         if not chunk_ids:
             return {}
         self._dimension(collection)
-        keys = [self._key("chunk_id")] if self._key("chunk_id") else False
+        key = self._key("chunk_id")
+        keys: list[str] | bool = [key] if key else False
         out: dict[str, np.ndarray] = {}
         ids = list(dict.fromkeys(chunk_ids))
         for start in range(0, len(ids), 1000):

@@ -494,7 +494,8 @@ class SQLiteTreeStore(TreeStore):
                     " VALUES (?, ?, ?, '', ?, ?)",
                     (collection, parent, name, level, prefix),
                 )
-                return int(cur.lastrowid)
+                assert cur.lastrowid is not None  # an INSERT always sets it
+                return cur.lastrowid
 
             def ensure(path: str, description: str | None) -> int:
                 node_id = ensure_path(ids, path, insert)
@@ -598,7 +599,7 @@ class SQLiteTreeStore(TreeStore):
         """Logged calls (without responses), oldest first."""
         if not self._ready():
             return []
-        sql, params = "SELECT * FROM llm_calls WHERE 1=1", []
+        sql, params = "SELECT * FROM llm_calls WHERE 1=1", list[Any]()
         if collection:
             sql, params = sql + " AND collection = ?", [*params, collection]
         if build_id:
