@@ -1,11 +1,11 @@
 """Knowtology: tree-structured knowledge maps for LLM agents — browse, search, grep and read.
 
-The public names are imported on first use, so ``import knowtology_cli`` stays cheap (no LanceDB,
-provider SDKs or ONNX runtime until something needs them).
+Public names import on first use, so ``import knowtology_cli`` stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -27,7 +27,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

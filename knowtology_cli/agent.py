@@ -1,17 +1,4 @@
-"""``kt ask``: a small tool-calling agent loop over the four tools, answering with cited chunk ids.
-
-The model sees the same four tool specs as MCP and LangChain (:data:`knowtology_cli.tools.TOOLS`)
-through :meth:`knowtology_cli.llm.base.LLMClient.chat`; each call runs in the shared tool layer
-and its compact text goes back as the tool result. The loop ends at a text answer or after
-``max_steps`` model turns.
-
-An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
-this run (``km_read_chunks``, a repeat read included); ids it merely saw in search results or the
-map don't count. An uncited answer is asked for once more, saying why (it may read first; when it
-has found no chunk id at all, kt searches for the question and lists the hits); if the
-second answer is still uncited, :attr:`AskResult.uncited` is True (``kt ask`` then warns and exits
-with :data:`EXIT_UNCITED`).
-"""
+"""``kt ask``: a small tool-calling agent loop over the four tools, answering with cited chunk ids."""
 
 from __future__ import annotations
 
@@ -22,7 +9,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError, NotFoundError
+from .llm.base import ChatMessage, ToolSpec
 from .models import ReadResult, SearchResult
+from .tokens import count_tokens
 from .tool_specs import TOOLS, error_text
 
 if TYPE_CHECKING:
@@ -127,14 +116,22 @@ def ask(
 ) -> AskResult:
     """Let ``llm`` explore with the four tools until it answers ``question`` (or ``max_steps`` turns).
 
+    The model sees the same four tool specs as MCP and LangChain through ``LLMClient.chat``; each
+    call runs in the shared tool layer and its compact text goes back as the tool result. The loop
+    ends at a text answer or after ``max_steps`` model turns.
+
+    An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
+    this run (``km_read_chunks``, a repeat read included); ids merely seen in search results or the
+    map don't count. An uncited answer is asked for once more, saying why (it may read first; when
+    it has found no chunk id at all, kt searches for the question and lists the hits); if the
+    second is still uncited, ``AskResult.uncited`` is True (``kt ask`` then warns and exits with ``EXIT_UNCITED``).
+
     Tool errors (a bad path, an unknown id) go back to the model as ``Error: ...`` results so it
     can correct itself — except a search scoped ``under`` a category that does not exist, which
     searches the whole collection with a note saying so. A browse or search identical to one made
     before is not run again; the model is told to read or answer instead. Provider failures raise
     ``LLMError``.
     """
-    from .llm.base import ChatMessage, ToolSpec
-
     specs = [ToolSpec(name=t.name, description=t.description, parameters=t.parameters()) for t in TOOLS]
     messages: list[ChatMessage] = [ChatMessage.user(question)]
     result = AskResult(question=question)
@@ -197,8 +194,6 @@ def _citations(answer: str) -> list[str]:
 
 def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], turn_no: int, turn: Any,
               seen: dict[str, None], result: AskResult) -> AskStep:
-    from .tokens import count_tokens
-
     note = ""
     try:
         try:
@@ -237,8 +232,6 @@ def _repeated(name: str, arguments: dict[str, Any], first_turn: int, turn_no: in
     A small model at temperature 0 repeats a call whose result it did not use, turn after turn, until
     the step budget runs out; the same result again would change nothing.
     """
-    from .tokens import count_tokens
-
     then = ("answer now, citing the chunks you read in square brackets: " + ", ".join(f"[{i}]" for i in read_ids)
             if read_ids else "read the most relevant chunk ids from that result with km_read_chunks")
     text = (f"Error: you already made this exact call at turn {first_turn} and have its result above; "

@@ -1,8 +1,6 @@
 """Attach someone else's vector table as a read-only collection (no chunk is copied), or detach it.
 
-The attachment lives in the tree store's collection record (``CollectionInfo.source``); from then
-on ``KnowledgeBase`` routes the collection's reads to an ``AttachedLanceStore`` and refuses writes.
-``kt build`` maps the table's rows onto a tree; browse, search, grep and read work as usual.
+The attachment lives in ``CollectionInfo.source``; reads are routed there and writes refused.
 """
 
 from __future__ import annotations
@@ -10,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from knowtology_cli.config import validate_name
+from knowtology_cli.embedders import canonical_name
 from knowtology_cli.errors import ConfigError, EmbeddingError, NotFoundError
 from knowtology_cli.models import Record
 from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap
 from knowtology_cli.stores.base import CollectionInfo
+from knowtology_cli.stores.lance import fts_columns
 
 if TYPE_CHECKING:
     from knowtology_cli.kb import KnowledgeBase
@@ -45,10 +46,6 @@ def attach_lance_table(
     Checks that the mapped columns exist, that the vector column is fixed-size and that the
     embedder's dimension matches it; the table itself is only read.
     """
-    from knowtology_cli.config import validate_name
-    from knowtology_cli.embedders import canonical_name
-    from knowtology_cli.stores.lance import fts_columns
-
     name = validate_name("collection", name)
     uri = _table_uri(table)
     store = AttachedLanceStore(uri, columns)

@@ -1,13 +1,4 @@
-"""``TreeBuilder``: the seed's async build API over the synchronous ingest + build of ``KnowledgeBase``.
-
-``await TreeBuilder(llm=llm, tree_store=tree_store).build(collection_id=..., chunks=[{...}])``
-upserts the chunk dicts (same fields as a JSONL chunk line: ``text`` and optional ``chunk_id``,
-``doc_id``, ``file_name``, ``chunk_index``, ``title``, ``metadata``) into the vector store,
-embedding only new or changed ones, then builds or extends the tree with the LLM (or offline
-clustering when ``llm`` is None). Without a ``vector_store`` the chunks go to the in-memory
-database shared by :mod:`knowtology_cli.adapters.memory`, where a later
-``InMemoryVectorStore()`` finds them.
-"""
+"""``TreeBuilder``: the original Knowtology library's async build API over ``KnowledgeBase``."""
 
 from __future__ import annotations
 
@@ -16,16 +7,22 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .kb import KnowledgeBase
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
-    from .kb import KnowledgeBase
     from .llm.base import LLMClient
     from .stores.base import TreeStore, VectorStore
 
 
 class TreeBuilder:
     """Builds a collection's category tree from chunks (seed-compatible).
+
+    ``await TreeBuilder(llm=llm, tree_store=tree_store).build(collection_id=..., chunks=[{...}])``
+    upserts the chunk dicts (the fields of a JSONL chunk line) into the vector store, embedding only
+    new or changed ones, then builds or extends the tree with the LLM (offline clustering when ``llm``
+    is None). Without a ``vector_store`` the chunks go to the shared in-memory database of
+    :mod:`knowtology_cli.adapters.memory`, where a later ``InMemoryVectorStore()`` finds them.
 
     Args:
         llm: the LLM client for tree building; None builds offline by clustering.
@@ -46,11 +43,11 @@ class TreeBuilder:
         concurrency: int = 4,
     ) -> None:
         if tree_store is None:
-            from .adapters.memory import InMemoryTreeStore
+            from .adapters.memory import InMemoryTreeStore  # deferred: loads numpy
 
             tree_store = InMemoryTreeStore()
         if vector_store is None:
-            from .adapters.memory import InMemoryVectorStore
+            from .adapters.memory import InMemoryVectorStore  # deferred: loads numpy
 
             vector_store = InMemoryVectorStore()
         self.llm = llm
@@ -64,8 +61,6 @@ class TreeBuilder:
     def kb(self) -> KnowledgeBase:
         """The knowledge base over this builder's stores."""
         if self._kb is None:
-            from .kb import KnowledgeBase
-
             self._kb = KnowledgeBase(tree_store=self.tree_store, vector_store=self.vector_store,
                                      embedder=self.embedder, llm=self.llm)
         return self._kb

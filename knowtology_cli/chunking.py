@@ -1,15 +1,4 @@
-"""Token-sized chunks over a parsed document's sections, each with its title path and source range.
-
-A parser (`knowtology_cli.parsers`) turns a file into sections of blocks (paragraphs, lists,
-tables, code, headings) that know their lines or pages. Chunking packs consecutive blocks of a
-section up to ``target_tokens``, never above ``max_tokens``: a block too big alone is split at
-paragraph, sentence, line and space boundaries, last between two tokens. Small neighbouring
-sections that share a heading are packed together under the common part of their trails.
-
-No chunk is without prose: blocks with no word in them (rules, markup alone, editor modelines)
-are dropped, and a chunk that would hold only headings is merged into the chunk that follows
-(or precedes) it. `ChunkedDocument` counts both for the ingest summary.
-"""
+"""Token-sized chunks over a parsed document's sections, each with its title path and source range."""
 
 from __future__ import annotations
 
@@ -234,6 +223,16 @@ def chunk_document(
     encoding: str = DEFAULT_ENCODING,
 ) -> ChunkedDocument:
     """Pack a parsed document's blocks into chunks of about ``target_tokens`` (never above ``max_tokens``).
+
+    A parser (`knowtology_cli.parsers`) turns a file into sections of blocks (paragraphs, lists,
+    tables, code, headings) that know their lines or pages. Chunking packs consecutive blocks of a
+    section up to ``target_tokens``, never above ``max_tokens``: a block too big alone is split at
+    paragraph, sentence, line and space boundaries, last between two tokens. Small neighbouring
+    sections that share a heading are packed together under the common part of their trails.
+
+    No chunk is without prose: blocks with no word in them (rules, markup alone, editor modelines)
+    are dropped, and a chunk that would hold only headings is merged into the chunk that follows
+    (or precedes) it. `ChunkedDocument` counts both for the ingest summary.
 
     Args:
         document: the parser's output.

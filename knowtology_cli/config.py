@@ -1,7 +1,6 @@
 """Configuration, resolved one way: flag > env (KNOWTOLOGY_*) > config.toml > default.
 
-This is the only module that reads environment variables and config files; library constructors
-take explicit values.
+The only module that reads environment variables and config files; library constructors take explicit values.
 """
 
 from __future__ import annotations
@@ -68,9 +67,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     if sys.version_info >= (3, 11):
-        import tomllib
+        import tomllib  # deferred: keeps kt browse fast
     else:  # pragma: no cover - 3.10 only
-        import tomli as tomllib
+        import tomli as tomllib  # deferred: keeps kt browse fast
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

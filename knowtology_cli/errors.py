@@ -1,20 +1,4 @@
-"""The one error tree of knowtology_cli; every surface translates it once.
-
-    KnowtologyError                 code "error"
-    ├── ConfigError                 code "config"        bad flag, env, config.toml or name
-    ├── NotFoundError               code "not_found"     collection, path, chunk or session missing
-    ├── InputError                  code "input"         bad ingest input (file:line: problem)
-    ├── ConflictError               code "conflict"      a source name or chunk id another source owns
-    ├── StoreError                  code "store"         LanceDB / SQLite / remote store failure
-    │   └── LockedError             code "locked"        another process holds the store lock
-    ├── EmbeddingError              code "embedding"     embedder failed or mismatched
-    ├── LLMError                    code "llm"           provider call failed after retries
-    │   └── LLMOutputError          code "llm_output"    reply failed validation
-    └── BuildError                  code "build"         build ended with unmapped chunks
-
-The CLI prints ``Error: <message>`` plus the hint and exits 1; HTTP maps codes to status codes;
-MCP returns an error result. Messages never contain secrets.
-"""
+"""The one error tree (drawn in :class:`KnowtologyError`); every surface translates it once."""
 
 from __future__ import annotations
 
@@ -22,7 +6,23 @@ from typing import Any
 
 
 class KnowtologyError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose.
+
+        KnowtologyError                 code "error"
+        ├── ConfigError                 code "config"        bad flag, env, config.toml or name
+        ├── NotFoundError               code "not_found"     collection, path, chunk or session missing
+        ├── InputError                  code "input"         bad ingest input (file:line: problem)
+        ├── ConflictError               code "conflict"      a source name or chunk id another source owns
+        ├── StoreError                  code "store"         LanceDB / SQLite / remote store failure
+        │   └── LockedError             code "locked"        another process holds the store lock
+        ├── EmbeddingError              code "embedding"     embedder failed or mismatched
+        ├── LLMError                    code "llm"           provider call failed after retries
+        │   └── LLMOutputError          code "llm_output"    reply failed validation
+        └── BuildError                  code "build"         build ended with unmapped chunks
+
+    The CLI prints ``Error: <message>`` plus the hint and exits 1; HTTP maps codes to status codes;
+    MCP returns an error result. Messages never contain secrets.
+    """
 
     code = "error"
     http_status = 500

@@ -1,18 +1,11 @@
-"""Tree export and import: the versioned JSON tree document and its Markdown, Mermaid and HTML renderings.
-
-The JSON document (``format: "knowtology-tree"``, ``version: 1``; schema in docs/export.md) is the
-one shape scripts rely on: every node (path, name, description, level, counts) and every mapped
-chunk (node path, snippet, doc id, file, chunk index, title, content hash, and section and line or
-page range when the chunk carries them). ``import_tree`` turns such a document back into a collection's tree, so a tree
-built once (e.g. with an LLM) can ship with its corpus. Nothing here touches a terminal or a store
-directly: ``KnowledgeBase.export_tree`` / ``import_tree`` gather and apply the data.
-"""
+"""Tree export and import: the versioned JSON tree document and its Markdown, Mermaid and HTML renderings."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +13,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import export_page
 from .errors import ConfigError, InputError
 from .export_common import (
     check_link_base,
@@ -131,7 +125,16 @@ def build_document(
     unmapped: list[str] | None,
     generator: str,
 ) -> TreeDocument:
-    """Assemble the document from store records (``chunks`` gives titles, hashes and provenance)."""
+    """Assemble the document from store records (``chunks`` gives titles, hashes and provenance).
+
+    The JSON document (``format: "knowtology-tree"``, ``version: 1``; schema in docs/export.md) is the
+    one shape scripts rely on: every node (path, name, description, level, counts) and every mapped
+    chunk (node path, snippet, doc id, file, chunk index, title, content hash, and section and line or
+    page range when the chunk carries them). ``import_tree`` turns such a document back into a
+    collection's tree, so a tree
+    built once (e.g. with an LLM) can ship with its corpus. Nothing here touches a terminal or a store
+    directly: ``KnowledgeBase.export_tree`` / ``import_tree`` gather and apply the data.
+    """
     child_counts: dict[str, int] = {}
     for node in nodes:
         if "/" in node.path:
@@ -322,8 +325,6 @@ def render_mermaid(doc: TreeDocument, *, depth: int | None = None) -> tuple[str,
 def render_html(doc: TreeDocument, *, link_base: str = "") -> str:
     """One self-contained page (inline CSS and JS, no network): a collapsible tree with counts,
     descriptions and snippets, a filter box, and a link per chunk to its source file."""
-    from . import export_page
-
     return export_page.render(doc, link_base=check_link_base(link_base))
 
 
@@ -394,8 +395,6 @@ def _link_new(tmp: str, target: Path) -> None:
 def read_document_file(path: str, stdin: Any = None) -> tuple[bytes | str, str]:
     """The bytes of a tree document file (``-`` reads ``stdin``) and its label for messages."""
     if path == "-":
-        import sys
-
         return (stdin or sys.stdin).read(), "<stdin>"
     target = Path(path)
     try:

@@ -1,10 +1,4 @@
-"""The self-contained HTML map page: native ``<details>`` tree, inline CSS and JS, no network.
-
-The tree is plain HTML, so it reads (and collapses) without JavaScript; the inline script adds the
-filter box and expand/collapse-all. A Content-Security-Policy with the hashes of the one inline
-style and script forbids every fetch, so the page cannot load anything even if a snippet tried to.
-Every text from the store (names, descriptions, snippets, ids — LLM output among them) is escaped.
-"""
+"""The self-contained HTML map page: native ``<details>`` tree, inline CSS and JS, no network."""
 
 from __future__ import annotations
 
@@ -173,7 +167,13 @@ def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[s
 
 
 def render(doc: TreeDocument, *, link_base: str = "") -> str:
-    """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty)."""
+    """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty).
+
+    The tree is plain HTML, so it reads (and collapses) without JavaScript; the inline script adds the
+    filter box and expand/collapse-all. A Content-Security-Policy with the hashes of the one inline
+    style and script forbids every fetch, so the page cannot load anything even if a snippet tried to.
+    Every text from the store (names, descriptions, snippets, ids — LLM output among them) is escaped.
+    """
     kids, leaves = children_index(doc)
     title = display_title(doc)
     out = [

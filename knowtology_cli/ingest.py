@@ -1,22 +1,6 @@
 """Reading ingest input: JSONL / BEIR chunk files, stdin, and documents (Markdown, reST, HTML, PDF, text).
 
-Everything is read and validated before anything is written, so bad input changes nothing.
-Problems read ``file:line: what is wrong — what to do``.
-
-Identity. Every input belongs to a *source*: a name and a resolved root folder (symlinks followed),
-recorded in the tree store. A document's id is ``<source name>/<path inside the root>#<n>``, so
-the same folder reached through any spelling or working directory yields the same ids. A folder
-argument is a source of its own (default name: the folder's name) unless it lies inside a
-registered root, in which case it is that part of the registered source; a single file belongs
-to the registered root that holds it, else to its folder. The deepest registered root wins, so a
-folder that holds another source's root leaves those files to that source. Standard input is the
-source ``stdin`` unless named. A name already registered for another root is a conflict
-(:class:`~knowtology_cli.errors.ConflictError`), raised before any file is read, unless
-``replace`` re-points the name at the new root.
-
-Duplicate chunk ids within one run: the first occurrence wins and every later one is a problem
-(an error unless ``--skip-invalid``). Across runs a chunk id belongs to the source that stored
-it; :meth:`KnowledgeBase.ingest` refuses ids another source owns unless told to replace them.
+Everything is read and validated before anything is written; problems read ``file:line: problem — fix``.
 """
 
 from __future__ import annotations
@@ -30,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
-from .parsers import detect_format
+from .parsers import decode_text, detect_format, parse
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -153,6 +138,21 @@ def read_inputs(
     replace: bool = False,
 ) -> InputBatch:
     """Read every path (file, directory or ``-``) into one validated batch.
+
+    Identity. Every input belongs to a *source*: a name and a resolved root folder (symlinks followed),
+    recorded in the tree store. A document's id is ``<source name>/<path inside the root>#<n>``, so
+    the same folder reached through any spelling or working directory yields the same ids. A folder
+    argument is a source of its own (default name: the folder's name) unless it lies inside a
+    registered root, in which case it is that part of the registered source; a single file belongs
+    to the registered root that holds it, else to its folder. The deepest registered root wins, so a
+    folder that holds another source's root leaves those files to that source. Standard input is the
+    source ``stdin`` unless named. A name already registered for another root is a conflict
+    (:class:`~knowtology_cli.errors.ConflictError`), raised before any file is read, unless
+    ``replace`` re-points the name at the new root.
+
+    Duplicate chunk ids within one run: the first occurrence wins and every later one is a problem
+    (an error unless ``--skip-invalid``). Across runs a chunk id belongs to the source that stored
+    it; :meth:`KnowledgeBase.ingest` refuses ids another source owns unless told to replace them.
 
     Args:
         paths: what to read.
@@ -367,8 +367,6 @@ def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
 
 
 def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
-    from .parsers import decode_text
-
     try:
         return decode_text(data, label)
     except InputError as exc:
@@ -403,9 +401,6 @@ def _read_document(
     data: bytes | str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *, fmt: str | None = None
 ) -> None:
     """Parse one document and add its chunks; each carries its section, source range and parser."""
-    from .chunking import chunk_document
-    from .parsers import parse
-
     if not (data.strip() if isinstance(data, str) else data.strip(b" \t\r\n\xef\xbb\xbf")):
         batch.problems.append(f"{label}: empty document — remove it or add text")
         return

@@ -1,22 +1,27 @@
 """KnowledgeBase: the one façade over injected stores, embedder and LLM client.
 
-Every surface (CLI, REPL, MCP, LangChain, FastAPI, Python) calls these methods; nothing here
-knows about terminals or HTTP.
+Every surface (CLI, REPL, MCP, LangChain, FastAPI) calls its methods; nothing here knows terminals or HTTP.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, validate_name
-from .errors import ConfigError, EmbeddingError, NotFoundError
+from . import __version__
+from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, load_settings, validate_name
+from .errors import ConfigError, ConflictError, EmbeddingError, InputError, LockedError, NotFoundError
+from .locking import StoreLock
 from .models import (
     ROOT,
+    Assignment,
     BrowseResult,
+    Category,
     Chunk,
     ChunkLead,
     CollectionStatus,
@@ -31,20 +36,25 @@ from .models import (
     SourcesReport,
     SourceSummary,
     StatusReport,
+    TreeExport,
+    TreeImportReport,
     TreeNode,
+    TreeReply,
     split_path,
 )
+from .paths import resolve_path
 from .provenance import provenance
 from .sessions import FileSessionStore, InMemorySessionStore
-from .stores.base import CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
+from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
+from .stores.routing import RoutingVectorStore, open_vector_store
+from .stores.sqlite import SQLiteTreeStore
+from .textutil import keyword_query
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .export import TreeDocument
     from .ingest import InputBatch
     from .llm.base import LLMClient
-    from .locking import StoreLock
-    from .models import TreeExport, TreeImportReport
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
@@ -103,31 +113,23 @@ class KnowledgeBase:
     @classmethod
     def open(cls, store_dir: str | Path | None = None, **overrides: Any) -> KnowledgeBase:
         """Open (or lazily create) the store at ``store_dir`` with the embedded default backends."""
-        from .config import load_settings
-
         settings = overrides.pop("settings", None) or load_settings(store=store_dir)
         return cls.from_settings(settings, **overrides)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> KnowledgeBase:
         """Build the default parts for ``settings`` (SQLite tree store, Lance vector store)."""
-        from .locking import StoreLock
-
         tree: TreeStore
         sessions: SessionStore = FileSessionStore(settings.store_dir / "sessions")
         if settings.tree_dsn and settings.tree_dsn.startswith(("postgresql://", "postgres://")):
-            from .stores.pg import PostgresSessionStore, PostgresTreeStore
+            from .stores.pg import PostgresSessionStore, PostgresTreeStore  # deferred: keeps kt browse fast
 
             tree = PostgresTreeStore(settings.tree_dsn)
             sessions = PostgresSessionStore(settings.tree_dsn)
         else:
-            from .stores.sqlite import SQLiteTreeStore
-
             tree = SQLiteTreeStore(settings.store_dir / "tree.db")
         vectors: VectorStore
         if overrides.get("vector_store") is None:
-            from .stores.routing import RoutingVectorStore, open_vector_store
-
             # attached collections (`kt attach`) are served from their own read-only store
             vectors = RoutingVectorStore(open_vector_store(settings.vector_uri, settings.store_dir / "lance"),
                                          overrides.get("tree_store") or tree)
@@ -159,7 +161,7 @@ class KnowledgeBase:
     def make_embedder(self, name: str) -> Embedder:
         """A new embedder for a registry name (``local``, ``openai:...``), made by this knowledge
         base's embedder factory (the registry unless one was given)."""
-        from .embedders import get_embedder
+        from .embedders import get_embedder  # deferred: loads numpy
 
         return (self._embedder_factory or get_embedder)(name)
 
@@ -184,7 +186,7 @@ class KnowledgeBase:
     def embedder_for(self, collection: str) -> Embedder:
         """The embedder matching the collection's recorded one."""
         info = self._require_collection(collection)
-        from .embedders import canonical_name, get_embedder
+        from .embedders import canonical_name, get_embedder  # deferred: loads numpy
 
         if self._embedder is not None:
             if canonical_name(self._embedder.name) != info.embedder:
@@ -198,8 +200,6 @@ class KnowledgeBase:
         return self._embedder
 
     def _with_lock(self) -> Any:
-        from contextlib import nullcontext
-
         return self.lock if self.lock is not None else nullcontext()
 
     def _resolve_under(self, collection: str, under: str | None) -> list[str] | None:
@@ -216,8 +216,6 @@ class KnowledgeBase:
             NotFoundError: no category fits, or several differ only in case; the hint names the
                 closest real paths (``did you mean …``).
         """
-        from .paths import resolve_path
-
         name = self._collection(collection)
         wanted = "/".join(split_path(path))
         node = self.tree.get_node(name, wanted)
@@ -242,7 +240,7 @@ class KnowledgeBase:
         progress: ProgressFn = _noop_progress,
         message: MessageFn = _noop_message,
     ) -> IngestReport:
-        """Add or update chunks from files, directories or stdin (``-``); see DESIGN §3.
+        """Add or update chunks from files, directories or stdin (``-``).
 
         Each input belongs to a source (see :mod:`knowtology_cli.ingest`): ``source`` names the one
         path's source, or with no paths re-scans that registered source. A source name or chunk id
@@ -250,7 +248,7 @@ class KnowledgeBase:
         validated before anything is written; each upsert batch commits atomically, so a killed
         ingest resumes on re-run without re-embedding what already landed.
         """
-        from .ingest import read_inputs
+        from .ingest import read_inputs  # deferred: keeps kt browse fast
 
         started = time.perf_counter()
         name = self._collection(collection)
@@ -290,7 +288,7 @@ class KnowledgeBase:
         the same objects as JSONL lines, under the source ``source`` (default ``stdin``); with
         ``prune``, that source's stored chunks missing from ``chunks`` are deleted.
         """
-        from .ingest import read_records
+        from .ingest import read_records  # deferred: keeps kt browse fast
 
         started = time.perf_counter()
         name = self._collection(collection)
@@ -315,8 +313,8 @@ class KnowledgeBase:
         started: float,
     ) -> IngestReport:
         """Validate a read batch, embed what is new or changed and write it (the second half of ingest)."""
-        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder
-        from .ingest import require_valid
+        from .embedders import DEFAULT_EMBEDDER, canonical_name, get_embedder  # deferred: loads numpy
+        from .ingest import require_valid  # deferred: keeps kt browse fast
 
         require_valid(batch, skip_invalid)
         wanted = canonical_name(embedder) if embedder else None
@@ -409,7 +407,7 @@ class KnowledgeBase:
 
     def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
         """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""
-        import numpy as np
+        import numpy as np  # deferred: heavy
 
         for start in range(0, len(moved), UPSERT_BATCH):
             part = moved[start : start + UPSERT_BATCH]
@@ -423,13 +421,13 @@ class KnowledgeBase:
             ], track=False)
 
     def _registry(self, collection: str) -> dict[str, Any]:
-        from .ingest import Source
+        from .ingest import Source  # deferred: keeps kt browse fast
 
         return {r.name: Source(r.name, r.root, r.kind) for r in self.tree.sources(collection)}
 
     def _rescan_paths(self, collection: str, registry: dict[str, Any], source: str) -> list[str]:
         """What a re-scan of ``source`` reads: its root folder, or the files it was given one by one."""
-        from .ingest import STDIN_ROOT
+        from .ingest import STDIN_ROOT  # deferred: keeps kt browse fast
 
         known = registry.get(source)
         if known is None:
@@ -453,8 +451,6 @@ class KnowledgeBase:
     def _check_owners(batch: Any, owners: dict[str, tuple[str, str]], replace: bool) -> None:
         """Refuse chunk ids another source stored (unless ``replace``); ids stored before sources were
         recorded are claimed by whoever ingests them."""
-        from .errors import ConflictError
-
         clashes = [(c.chunk_id, owners[c.chunk_id]) for c in batch.chunks
                    if c.chunk_id in owners and owners[c.chunk_id][0] != batch.owners[c.chunk_id][0]]
         if clashes and not replace:
@@ -469,7 +465,7 @@ class KnowledgeBase:
     @staticmethod
     def _pruned(batch: Any, stored: dict[str, tuple[str, str]], owners: dict[str, tuple[str, str]]) -> list[str]:
         """Stored chunks of the scopes this run read completely that it did not read again."""
-        from .ingest import in_scope
+        from .ingest import in_scope  # deferred: keeps kt browse fast
 
         incoming = {c.chunk_id for c in batch.chunks}
         out = []
@@ -531,7 +527,7 @@ class KnowledgeBase:
     def _removal_plan(self, collection: str, paths: list[str],
                       source: str | None) -> tuple[list[str], list[str], list[str]]:
         """(chunk ids, ``source/path`` labels of their files, sources to forget) for an ``rm``."""
-        from .ingest import in_scope, locate, real_path
+        from .ingest import in_scope, locate, real_path  # deferred: keeps kt browse fast
 
         registry = self._registry(collection)
         owners = self.tree.chunk_owners(collection)
@@ -579,7 +575,7 @@ class KnowledgeBase:
 
     def _remove(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
         """Unmap, disown and mark pending in one tree transaction, then delete from the vector table."""
-        from .builders.runner import collapse_single_children
+        from .builders.runner import collapse_single_children  # deferred: loads numpy
 
         self.tree.remove_chunks(collection, chunk_ids, forget_sources=forget_sources)
         self._finish_removals()
@@ -589,8 +585,6 @@ class KnowledgeBase:
     def _finish_removals(self) -> None:
         """Complete removals the tree store committed but the vector table (or a read history) may
         still hold — normally right away, after a kill by the next command. Idempotent."""
-        from .stores.base import WHOLE_COLLECTION
-
         for collection, ids in self.tree.pending_removals().items():
             whole = WHOLE_COLLECTION in ids
             if whole:
@@ -607,9 +601,6 @@ class KnowledgeBase:
         if self.lock is None:
             self._finish_removals()
             return True
-        from .errors import LockedError
-        from .locking import StoreLock
-
         probe = StoreLock(self.lock.path.parent, timeout=0) if not self.lock.held else None
         try:
             if probe is not None:
@@ -677,7 +668,7 @@ class KnowledgeBase:
             timeout / context_window / max_output: per-attempt timeout and model limits for a
                 client made from a spec (``--timeout``, ``--context-window``, ``--max-output``).
         """
-        from .builders.dispatch import run_build
+        from .builders.dispatch import run_build  # deferred: loads numpy
 
         name = self._collection(collection)
         self._require_collection(name)
@@ -803,9 +794,9 @@ class KnowledgeBase:
             explain: record on each hit the score every stage gave it.
             warn: receives one-line warnings (an LLM rerank that fell back to the incoming order).
         """
-        from .retrieval.pipeline import retrieve
-        from .retrieval.presets import SEARCH_MODES, get_preset
-        from .retrieval.rerank import RERANK_TOP, RERANKERS
+        from .retrieval.pipeline import retrieve  # deferred: keeps kt browse fast
+        from .retrieval.presets import SEARCH_MODES, get_preset  # deferred: keeps kt browse fast
+        from .retrieval.rerank import RERANK_TOP, RERANKERS  # deferred: keeps kt browse fast
 
         name = self._collection(collection)
         chosen = get_preset(preset)
@@ -827,7 +818,7 @@ class KnowledgeBase:
                          embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
         ranking = found.ranking
         if chosen.tree_lift > 0 and ranking:
-            from .retrieval.pipeline import tree_lift
+            from .retrieval.pipeline import tree_lift  # deferred: keeps kt browse fast
 
             leaf_of = {m.chunk_id: m.path for m in self.tree.mappings(name, chunk_ids=[s.chunk_id for s in ranking[:100]])}
             if leaf_of:  # no tree yet: nothing to lift by
@@ -858,7 +849,7 @@ class KnowledgeBase:
         """The reranker called ``name`` (None for ``none``); ``llm`` needs a configured model."""
         if name in (None, "none"):
             return None
-        from .retrieval.rerank import LLMReranker
+        from .retrieval.rerank import LLMReranker  # deferred: keeps kt browse fast
 
         client = self.llm
         if client is None and self.settings is not None and self.settings.llm:
@@ -879,10 +870,6 @@ class KnowledgeBase:
         min_score: float | None = None,
     ) -> SearchResult:
         """Keyword search (BM25 over title + text), or a regular-expression match; snippets only."""
-        import re
-
-        from .textutil import keyword_query
-
         name = self._collection(collection)
         self._require_collection(name)
         if k < 1:
@@ -909,7 +896,11 @@ class KnowledgeBase:
         a hit whose text has no match (e.g. only its title matched) keeps its snippet."""
         if not hits:
             return hits
-        from .retrieval.highlight import best_window, keyword_matcher, regex_matcher
+        from .retrieval.highlight import (  # deferred: keeps kt browse fast
+            best_window,
+            keyword_matcher,
+            regex_matcher,
+        )
 
         find = regex_matcher(query) if regex else keyword_matcher(query)
         texts = {c.chunk_id: c.text for c in self.vectors.get(collection, [h.chunk_id for h in hits])}
@@ -941,7 +932,7 @@ class KnowledgeBase:
                                 doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index,
                                 section=m.section, lines=m.lines, pages=m.pages))
             elif s.chunk_id in loose:
-                from .builders.snippets import make_snippet
+                from .builders.snippets import make_snippet  # deferred: keeps kt browse fast
 
                 c = loose[s.chunk_id]
                 hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),
@@ -1030,8 +1021,7 @@ class KnowledgeBase:
     # export / import ----------------------------------------------------------------------
     def tree_document(self, path: str = ROOT, *, collection: str | None = None) -> TreeDocument:
         """The versioned tree document of the collection, or of the subtree at ``path`` (docs/export.md)."""
-        from . import __version__
-        from .export import build_document
+        from .export import build_document  # deferred: keeps kt browse fast
 
         name = self._collection(collection)
         info = self._require_collection(name)
@@ -1062,8 +1052,7 @@ class KnowledgeBase:
             link_base: prefix of each chunk's source link (markdown and html); empty keeps the
                 file names as relative links.
         """
-        from .export import render
-        from .models import TreeExport
+        from .export import render  # deferred: keeps kt browse fast
 
         doc = self.tree_document(path, collection=collection)
         text, warnings = render(doc, fmt, depth=depth, link_base=link_base)
@@ -1081,10 +1070,8 @@ class KnowledgeBase:
         lists all three. ``strict`` refuses any such difference; an existing tree is replaced only
         with ``replace``.
         """
-        from .builders.runner import apply_reply
-        from .errors import InputError
-        from .export import parse_document
-        from .models import Assignment, Category, TreeImportReport, TreeReply
+        from .builders.runner import apply_reply  # deferred: loads numpy
+        from .export import parse_document  # deferred: keeps kt browse fast
 
         doc = parse_document(document, source)
         name = self._collection(collection)
@@ -1129,7 +1116,7 @@ class KnowledgeBase:
         materially since it was named; otherwise ``advice`` says what is stale and what to run.
         Finishes an interrupted removal first when no other process is writing.
         """
-        from .builders.runner import tree_freshness
+        from .builders.runner import tree_freshness  # deferred: loads numpy
 
         self.settle()
         infos = self.tree.list_collections()
@@ -1162,8 +1149,8 @@ def llm_from_settings(spec: str, settings: Settings | None, *, context_window: i
     ``context_window`` / ``max_output`` (the ``--context-window`` / ``--max-output`` flags) override
     the profile and pin the limits: the server is then not asked for its own.
     """
-    from .llm import get_llm, parse_spec
-    from .llm.profiles import matching_override
+    from .llm import get_llm, parse_spec  # deferred: keeps kt browse fast
+    from .llm.profiles import matching_override  # deferred: keeps kt browse fast
 
     provider, model = parse_spec(spec)
     key = url = None

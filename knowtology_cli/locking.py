@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from collections.abc import Callable
@@ -32,8 +33,6 @@ class StoreLock:
         return self._depth > 0
 
     def acquire(self) -> None:
-        import fcntl
-
         if self._depth:
             self._depth += 1
             return
@@ -71,8 +70,6 @@ class StoreLock:
             return "?"
 
     def release(self) -> None:
-        import fcntl
-
         if not self._depth:
             return
         self._depth -= 1

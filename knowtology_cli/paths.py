@@ -1,10 +1,4 @@
-"""Forgiving category-path lookup: case-insensitive when unambiguous, else "did you mean" from real paths.
-
-People and models type ``returns/refunds`` for ``Returns/Refunds``, or only a leaf's name. Like
-git's command suggestions and gh's path completion, a lookup that fits exactly one category is
-taken; otherwise the error names the closest real paths. Closeness is difflib's ratio (the stdlib
-matcher git-style "did you mean" helpers use), computed on case-folded paths.
-"""
+"""Forgiving category-path lookup: case-insensitive when unambiguous, else "did you mean" from real paths."""
 
 from __future__ import annotations
 
@@ -42,6 +36,11 @@ def suggest_paths(wanted: str, paths: Sequence[str], limit: int = MAX_SUGGESTION
 
 def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original: str | None = None) -> str:
     """The one real path matching ``wanted`` regardless of case and spacing.
+
+    People and models type ``returns/refunds`` for ``Returns/Refunds``, or only a leaf's name. Like
+    git's command suggestions and gh's path completion, a lookup that fits exactly one category is
+    taken; otherwise the error names the closest real paths. Closeness is difflib's ratio (the stdlib
+    matcher git-style "did you mean" helpers use), computed on case-folded paths.
 
     Raises:
         NotFoundError: no path matches, or several differ only in case; the hint names real paths.

@@ -1,9 +1,4 @@
-"""Where a chunk comes from: its section title path and source range, read from chunk metadata.
-
-Document chunks carry ``{"section": "A › B", "lines": [first, last], "parser": "markdown/1"}``
-(``"pages"`` for PDF) in their metadata; records expose them as ``section``, ``lines`` and
-``pages``, and `cite` writes the reference a reader opens: ``guide.md:120-164``, ``manual.pdf:p3-4``.
-"""
+"""Where a chunk comes from: its section title path and source range, read from chunk metadata."""
 
 from __future__ import annotations
 
@@ -19,7 +14,12 @@ def _range(value: Any) -> tuple[int, int] | None:
 
 
 def provenance(metadata: dict[str, Any] | str | None) -> dict[str, Any]:
-    """``{"section", "lines", "pages"}`` from chunk metadata (a dict or its JSON); absent parts are empty."""
+    """``{"section", "lines", "pages"}`` from chunk metadata (a dict or its JSON); absent parts are empty.
+
+    Document chunks carry ``{"section": "A › B", "lines": [first, last], "parser": "markdown/1"}``
+    (``"pages"`` for PDF) in their metadata; records expose them as ``section``, ``lines`` and
+    ``pages``, and `cite` writes the reference a reader opens: ``guide.md:120-164``, ``manual.pdf:p3-4``.
+    """
     if isinstance(metadata, str):
         try:
             metadata = json.loads(metadata) if metadata else {}

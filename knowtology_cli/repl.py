@@ -1,15 +1,4 @@
-"""``kt repl``: an interactive shell over the knowledge map (prompt_toolkit).
-
-Commands mirror the CLI: ``ls``/``cd`` walk the category tree like directories, ``search`` and
-``grep`` look under the current category, ``read`` prints full text (repeats in the session say
-``(already read — skip)``), ``history`` lists what this session has read. Tab completes commands,
-category paths and chunk ids; the line history persists in a file. Everything goes through the
-shared :class:`~knowtology_cli.tools.KnowledgeMapTools`; the CLI passes its own printers so the
-output matches ``kt browse/search/grep/read``. Commands may be typed as the CLI and its hints print
-them (``kt browse PATH``, ``search … -k 3``). Fed from a pipe or file, the shell runs the lines as a
-script: no prompt or banner, and it stops with exit status 1 at the first failing line (all lines
-are run with ``keep_going``).
-"""
+"""``kt repl``: an interactive shell over the knowledge map (prompt_toolkit)."""
 
 from __future__ import annotations
 
@@ -20,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.history import FileHistory, InMemoryHistory
 
 from . import render
-from .errors import KnowtologyError
+from .errors import ConfigError, KnowtologyError
 from .models import ROOT, BrowseResult, ReadResult, SearchResult
 
 if TYPE_CHECKING:
@@ -72,6 +63,16 @@ def _print_text(text: str) -> None:
 
 class Repl:
     """The shell's state and commands; :meth:`run` is the interactive loop.
+
+    Commands mirror the CLI: ``ls``/``cd`` walk the category tree like directories, ``search`` and
+    ``grep`` look under the current category, ``read`` prints full text (repeats in the session say
+    ``(already read — skip)``), ``history`` lists what this session has read. Tab completes commands,
+    category paths and chunk ids; the line history persists in a file. Everything goes through the
+    shared :class:`~knowtology_cli.tools.KnowledgeMapTools`; the CLI passes its own printers so the
+    output matches ``kt browse/search/grep/read``. Commands may be typed as the CLI and its hints print
+    them (``kt browse PATH``, ``search … -k 3``). Fed from a pipe or file, the shell runs the lines as a
+    script: no prompt or banner, and it stops with exit status 1 at the first failing line (all lines
+    are run with ``keep_going``).
 
     Args:
         tools: the shared tool layer (collection, session, stores).
@@ -223,8 +224,6 @@ class Repl:
             self.tools.reset_session()
             self.write(f"session {self.tools.session}: read history cleared")
         else:
-            from .errors import ConfigError
-
             if name in TERMINAL_ONLY:
                 raise ConfigError(f"`{name}` is not a shell command", hint=f"run it in your terminal: kt {name} {rest}".rstrip())
             raise ConfigError(f"unknown command {name!r}", hint="type help for the commands")
@@ -255,9 +254,6 @@ class Repl:
         stream = stdin if stdin is not None else sys.stdin
         if not stream.isatty():
             return self.run_script(stream, keep_going=keep_going)
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
-
         history: Any = InMemoryHistory()
         if self.history_file is not None:
             try:
@@ -285,16 +281,12 @@ def _print_error(exc: KnowtologyError) -> None:
 
 
 def _usage(name: str) -> KnowtologyError:
-    from .errors import ConfigError
-
     usage = next(c.usage for c in COMMANDS if c.name == name)
     return ConfigError(f"usage: {usage}")
 
 
 def _parse(name: str, rest: str) -> tuple[list[str], dict[str, str]]:
     """Words and the command's flags (``FLAGS``) from the argument text, CLI style (flags anywhere)."""
-    from .errors import ConfigError
-
     try:
         tokens = shlex.split(rest)
     except ValueError:  # an apostrophe in a question: plain words
@@ -321,8 +313,6 @@ def _parse(name: str, rest: str) -> tuple[list[str], dict[str, str]]:
 
 
 def _int(opts: dict[str, str], flag: str, default: int | None) -> int | None:
-    from .errors import ConfigError
-
     if flag not in opts:
         return default
     try:

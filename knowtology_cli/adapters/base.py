@@ -1,9 +1,6 @@
-"""Seed-compatible names of the store interfaces: ``TreeStore``, ``VectorStore`` and ``TextStore``.
+"""Store interface names of the original Knowtology library: ``TreeStore``, ``VectorStore``, ``TextStore``.
 
-A ``TextStore`` answers keyword searches. Our vector stores already keep a full-text index over the
-chunk text (every ``VectorStore`` is a ``TextStore``), so a separate text store is only needed when
-keywords live somewhere else (e.g. PostgreSQL full-text next to a Qdrant vector store);
-``KnowledgeMapTools`` routes keyword searches to it.
+A ``TextStore`` is only needed when keywords live apart from the vectors; every ``VectorStore`` is one.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Seed-compatible in-memory stores: test everything without a server or a file.
-
-The in-memory vector and text stores of one process read and write one shared
-:class:`InMemoryDatabase` (like a single in-memory database server), keyed by collection. That is
-what makes the seed's example work: ``TreeBuilder.build`` puts the chunks it is given into the
-default database, and a fresh ``InMemoryVectorStore()`` / ``InMemoryTextStore()`` handed to
-``KnowledgeMapTools`` later sees them. Pass ``database=InMemoryDatabase()`` for private storage.
-The tree store is per instance: hand the built one to the tools, as the seed does.
-"""
+"""In-memory stores of the original Knowtology library: test everything without a server or a file."""
 
 from __future__ import annotations
 
@@ -23,7 +15,13 @@ __all__ = ["InMemoryDatabase", "InMemoryTextStore", "InMemoryTreeStore", "InMemo
 
 
 class InMemoryDatabase:
-    """Chunk rows and vectors per collection, shared by the in-memory stores that use it."""
+    """Chunk rows and vectors per collection, shared by the in-memory stores that use it.
+
+    The in-memory vector and text stores of one process share the default database (like a single
+    in-memory server), keyed by collection: ``TreeBuilder.build`` puts its chunks there and a fresh
+    ``InMemoryVectorStore()`` handed to ``KnowledgeMapTools`` later sees them. Pass
+    ``database=InMemoryDatabase()`` for private storage. Tree stores are per instance.
+    """
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Chunk]] = {}

@@ -1,21 +1,18 @@
-"""Seed-compatible Qdrant name: ``QdrantVectorStore`` (needs the ``[qdrant]`` extra).
-
-Resolved on first use from :mod:`knowtology_cli.stores.qdrant`, so importing this module is free.
-"""
+"""The Qdrant store name of the original Knowtology library (``[qdrant]`` extra), resolved on first use."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from knowtology_cli.errors import ConfigError
 
 __all__ = ["QdrantVectorStore"]  # noqa: F822 (resolved by __getattr__)
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from knowtology_cli.errors import ConfigError
-
         try:
-            from knowtology_cli.stores import qdrant
+            from knowtology_cli.stores import qdrant  # deferred: loads numpy
         except ImportError as exc:
             raise ConfigError(f"{name} is unavailable: {exc}",
                               hint='install the Qdrant extra: pip install "knowtology-cli[qdrant]"') from exc

@@ -1,11 +1,6 @@
 """ANN benchmark: flat vs indexed Lance vector search at 100k / 1M chunks (p50, recall@10, RSS, disk).
 
-Synthetic, clustered 384-d unit vectors (a Gaussian mixture on the sphere, the way sentence
-embeddings cluster by topic); queries are fresh draws from the same mixture. Ground truth is exact
-cosine top-10 computed with numpy.
-
-    python -m knowtology_cli.bench.ann --rows 100000
-    python -m knowtology_cli.bench.ann --rows 1000000 --index-type IVF_PQ --keep /tmp/ann1m
+Run ``python -m knowtology_cli.bench.ann --rows 100000`` (``--index-type IVF_PQ --keep DIR`` for 1M).
 """
 
 from __future__ import annotations
@@ -22,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from knowtology_cli.stores.ann import index_config, index_params
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 os.environ.setdefault("LANCE_LOG", "error")
@@ -86,11 +83,9 @@ def recall(results: list[list[int]], truth: np.ndarray, k: int) -> float:
 
 def run(rows: int, dim: int, queries_n: int, index_type: str, nprobes: list[int], refine: list[int],
         workdir: Path, seed: int = 7, batch: int = 100_000, spread: float = SPREAD) -> dict[str, Any]:
-    import lance
-    import lancedb
-    import pyarrow as pa
-
-    from knowtology_cli.stores.ann import index_config, index_params
+    import lance  # deferred: heavy
+    import lancedb  # deferred: heavy
+    import pyarrow as pa  # deferred: heavy
 
     rng = np.random.default_rng(seed)
     n_centers = max(16, rows // 1000)

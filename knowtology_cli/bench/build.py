@@ -1,40 +1,33 @@
-"""`kt bench build`: LLM build plans per model profile vs the seed, and wall time vs --concurrency.
-
-Three parts:
-
-* **plan** — for the whole collection (SciFact: 5,183 chunks) and a 1,000-chunk stride sample, per
-  model profile: the calls our planner makes (CREATE on a sample + EXTEND batches, see
-  ``build.llm_builder``), the seed's fixed-batch call count, expected input/output tokens and cost
-  at list price. Nothing is called.
-* **concurrency** — a real build of the sample against the standalone fake server
-  (``python -m knowtology_cli.testing.fake_llm --latency 2``) over the OpenAI SDK, once per
-  ``--concurrency`` value, with the call log's cache off so every run pays for every call.
-* **full build** (``--full-build``) — the whole collection built through both providers' SDKs
-  against the fake server: every chunk must end up mapped.
-* **builders** (``--compare PATH``) — the offline, hybrid and seed LLM builders on the same
-  documents: calls, tokens in/out, wall time, names by origin, and the name routing accuracy of each
-  tree (:func:`routing_accuracy`). Against the fake server with a local model's cost model
-  (``--prefill-tps``/``--gen-tps``, one request at a time), or against a real server with
-  ``--real`` (``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` and ``--llm``). Token figures come from
-  the call log.
-"""
+"""``kt bench build``: LLM build plans per profile, wall time per ``--concurrency``, builders compared."""
 
 from __future__ import annotations
 
+import argparse
 import functools
+import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from knowtology_cli.bench.data import chunk_lines, load_dataset
+from knowtology_cli.bench.report import table
+from knowtology_cli.bench.tree import name_routing
 from knowtology_cli.builders.batching import ChunkCost, chunk_costs
-from knowtology_cli.builders.llm_builder import plan_build
+from knowtology_cli.builders.calls import log_totals
+from knowtology_cli.builders.llm_builder import LLMTreeBuilder, plan_build
+from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.llm import get_llm, get_profile
 from knowtology_cli.llm.profiles import PROFILES, ModelProfile
 
 MessageFn = Callable[[str], None]
@@ -126,17 +119,11 @@ class StandaloneFakeServer:
             self.proc.wait(timeout=10)
 
     def calls(self) -> list[dict]:
-        import urllib.request
-
         with urllib.request.urlopen(self.url + "/_calls", timeout=10) as resp:
             return json.loads(resp.read())
 
 
 def _scratch_kb(rows: Sequence[dict], directory: Path, message: MessageFn) -> Any:
-    import io
-
-    from knowtology_cli.kb import KnowledgeBase
-
     kb = KnowledgeBase.open(directory)
     message(f"ingesting {len(rows):,} chunks (hash embedder) into {directory}…")
     stream = io.StringIO("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -147,9 +134,6 @@ def _scratch_kb(rows: Sequence[dict], directory: Path, message: MessageFn) -> An
 def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[int],
                      max_output_tokens: int = WALL_MAX_OUTPUT, message: MessageFn = lambda _m: None) -> list[dict]:
     """Wall time of the same build at each concurrency level (cache off, fake server with ``latency``)."""
-    from knowtology_cli.builders.llm_builder import LLMTreeBuilder
-    from knowtology_cli.llm import get_llm, get_profile
-
     profile = get_profile("gpt-4o-mini").with_overrides(max_output_tokens=max_output_tokens)
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-build-") as tmp, StandaloneFakeServer(latency=latency) as srv:
@@ -177,9 +161,6 @@ def concurrency_runs(rows: Sequence[dict], *, latency: float, levels: Sequence[i
 def full_builds(rows: Sequence[dict], *, specs: Sequence[str], concurrency: int = 4,
                 message: MessageFn = lambda _m: None) -> list[dict]:
     """Build the whole collection with each provider's SDK against the fake server (no latency)."""
-    from knowtology_cli.builders.llm_builder import LLMTreeBuilder
-    from knowtology_cli.llm import get_llm
-
     out = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-full-") as tmp, StandaloneFakeServer() as srv:
         kb = _scratch_kb(rows, Path(tmp) / "store", message)
@@ -214,10 +195,6 @@ def routing_accuracy(kb: Any, collection: str) -> list[dict[str, Any]]:
     Each node's ``name — description`` is embedded with the collection's embedder and every chunk is
     sent to the nearest sibling at each level; see :func:`knowtology_cli.bench.tree.name_routing`.
     """
-    import numpy as np
-
-    from knowtology_cli.bench.tree import name_routing
-
     embedder = kb.embedder_for(collection)
     leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
     vectors: dict[str, np.ndarray] = {}
@@ -235,12 +212,13 @@ def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.
                      builders: Sequence[str] = ("cluster", "hybrid", "llm"), embedder: str = "local",
                      prefill_tps: float = LOCAL_PREFILL_TPS, gen_tps: float = LOCAL_GEN_TPS,
                      timeout: float | None = None, message: MessageFn = lambda _m: None) -> list[dict[str, Any]]:
-    """Build ``source`` (anything ``kt ingest`` reads) with each builder and measure it (see the module)."""
-    import shutil
+    """Build ``source`` (anything ``kt ingest`` reads) with each builder and measure it (see the module).
 
-    from knowtology_cli.builders.calls import log_totals
-    from knowtology_cli.kb import KnowledgeBase
-
+    The offline, hybrid and LLM builders on the same documents: calls, tokens in/out, wall time,
+    names by origin and the name routing accuracy of each tree (:func:`routing_accuracy`). Against
+    the fake server with a local model's cost model (``--prefill-tps``/``--gen-tps``, one request at
+    a time), or a real server with ``--real``. Token figures come from the call log.
+    """
     rows = []
     with tempfile.TemporaryDirectory(prefix="kt-bench-builders-") as tmp:
         base = Path(tmp) / "base"
@@ -293,8 +271,6 @@ def compare_builders(source: str | Path, *, spec: str = "openai:qwen2.5-coder-0.
 
 def builders_markdown(result: dict[str, Any]) -> str:
     """The builder comparison table."""
-    from knowtology_cli.bench.report import table
-
     where = ("the real server at OPENAI_BASE_URL" if result.get("real") else
              f"the fake server's cost model ({result['prefill_tps']:g} prompt / {result['gen_tps']:g} reply "
              "tokens per second, one request at a time)")
@@ -318,9 +294,16 @@ def run_build_bench(
     out_dir: Path | None = None,
     message: MessageFn = lambda _m: None,
 ) -> dict[str, Any]:
-    """Plan table, concurrency wall times and (optionally) full builds; a JSON-ready dict."""
-    from knowtology_cli.bench.data import chunk_lines, load_dataset
+    """Plan table, concurrency wall times and (optionally) full builds; a JSON-ready dict.
 
+    * plan: for the whole collection and a 1,000-chunk stride sample, per model profile, the calls the
+      planner makes (CREATE on a sample + EXTEND batches), the fixed-batch call count of the original
+      library, expected input/output tokens and cost at list price. Nothing is called.
+    * concurrency: a real build of the sample against the standalone fake server over the OpenAI
+      SDK, once per ``--concurrency`` value, with the call log's cache off.
+    * full build (``--full-build``): the whole collection through both providers' SDKs against the
+      fake server; every chunk must end up mapped.
+    """
     ds = load_dataset(data_dir)
     lines = chunk_lines(ds)
     items = [(o["_id"], f"{o['title']}\n{o['text']}" if o["title"] else o["text"]) for o in lines]
@@ -340,8 +323,6 @@ def run_build_bench(
 
 def build_markdown(result: dict[str, Any]) -> str:
     """The tables of :func:`run_build_bench`."""
-    from knowtology_cli.bench.report import table
-
     parts = [f"## LLM build plan on {result['dataset']} — our calls vs the seed's fixed batches\n",
              table(result["plan"], ["corpus", "profile", "calls", "seed_calls", "within_seed", "per_call",
                                     "seed_per_call", "input_tokens", "output_tokens", "cost_usd", "why"],
@@ -364,8 +345,6 @@ def build_markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m knowtology_cli.bench.build [DATA] [--sample N] [--latency S] [--concurrency 1,2,4,8]``."""
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m knowtology_cli.bench.build", description=__doc__.split("\n")[0])
     ap.add_argument("data", nargs="?", default="scifact")
     ap.add_argument("--sample", type=int, default=1000)

@@ -1,10 +1,4 @@
-"""Benchmark data: BEIR-layout collections and cached scratch stores keyed by corpus + embedder.
-
-A collection folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` and
-``qrels.tsv``. The scratch store for a (corpus, embedder) pair lives under
-``$KNOWTOLOGY_BENCH_CACHE`` (default ``~/.cache/knowtology/bench``) in
-``<dataset>-<embedder>-<hash>/``, so reruns skip the embedding. Nothing is ever written next to the data.
-"""
+"""Benchmark data: BEIR-layout collections and cached scratch stores keyed by corpus + embedder."""
 
 from __future__ import annotations
 
@@ -16,10 +10,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.errors import NotFoundError
+from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS, fts_index_name, lance_dataset
 
 COLLECTION = "bench"
 #: Where bare collection names are looked up when KNOWTOLOGY_BENCH_DATA is unset (relative to the cwd).
@@ -28,7 +22,11 @@ DEFAULT_DATA_ROOT = Path("..") / "shared" / "bench-data"
 
 @dataclass
 class Dataset:
-    """One BEIR-layout test collection loaded into memory."""
+    """One BEIR-layout test collection loaded into memory.
+
+    A collection folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl``
+    and ``qrels.tsv``.
+    """
 
     name: str
     root: Path
@@ -59,7 +57,6 @@ def resolve_data_dir(value: str | Path) -> Path:
     root = Path(os.environ.get("KNOWTOLOGY_BENCH_DATA", DEFAULT_DATA_ROOT))
     if (root / str(value) / "corpus.jsonl").is_file():
         return root / str(value)
-    from knowtology_cli.errors import NotFoundError
 
     raise NotFoundError(f"no BEIR collection at {value!s} (corpus.jsonl missing)",
                         hint=f"pass a folder with corpus.jsonl, queries.jsonl and qrels.tsv, or a name under {root}")
@@ -119,8 +116,12 @@ def file_digest(path: Path) -> str:
 
 
 def store_dir_for(ds: Dataset, embedder: str) -> Path:
-    """``<cache>/<dataset>-<embedder>-<hash>``: the hash covers the corpus bytes and the embedder name."""
-    from knowtology_cli.embedders import canonical_name
+    """``<cache>/<dataset>-<embedder>-<hash>``: the hash covers the corpus bytes and the embedder name.
+
+    Stores live under ``$KNOWTOLOGY_BENCH_CACHE`` (default ``~/.cache/knowtology/bench``) in
+    ``<dataset>-<embedder>-<hash>/``, so reruns skip the embedding; nothing is written next to the data.
+    """
+    from knowtology_cli.embedders import canonical_name  # deferred: loads numpy
 
     name = canonical_name(embedder)
     key = hashlib.sha256(f"{file_digest(ds.corpus_path)}\0{name}".encode()).hexdigest()[:12]
@@ -139,9 +140,7 @@ def open_store(
     Returns the knowledge base, its directory, and the ingest seconds when it was (re)built now.
     The full-text indexes are rebuilt when the store's ``FTS_OPTIONS`` differ from the current ones.
     """
-    from knowtology_cli.embedders import canonical_name, get_embedder
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.stores.lance import FTS_OPTIONS
+    from knowtology_cli.embedders import canonical_name, get_embedder  # deferred: loads numpy
 
     directory = store_dir_for(ds, embedder)
     marker = directory / "bench.json"
@@ -169,8 +168,6 @@ def open_store(
 def reindex_fts(kb: KnowledgeBase, collection: str = COLLECTION) -> None:
     """Recreate the collection's full-text indexes with the current ``FTS_OPTIONS``, the way the
     store builds them (pylance, so index and query tokenizers share one stop-word list)."""
-    from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS, fts_index_name, lance_dataset
-
     ds = lance_dataset(kb.vectors, collection)
     for column in FTS_COLUMNS:
         ds.create_scalar_index(column, "INVERTED", name=fts_index_name(column), replace=True, **FTS_OPTIONS)
@@ -196,8 +193,7 @@ def open_documents_store(
     The store key covers every file's path and bytes and the embedder, as for BEIR collections.
     Returns the knowledge base, its directory and the folder's name.
     """
-    from knowtology_cli.embedders import canonical_name, get_embedder
-    from knowtology_cli.kb import KnowledgeBase
+    from knowtology_cli.embedders import canonical_name, get_embedder  # deferred: loads numpy
 
     folder = Path(root).expanduser().resolve()
     name = canonical_name(embedder)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -12,11 +14,9 @@ Ranked = Mapping[str, Mapping[str, float]]  # query id -> doc id -> score
 
 def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Ranked, metrics: Sequence[str] = METRICS) -> dict[str, float]:
     """Mean metrics over the judged queries of ``run`` with ranx (a query with no hits scores 0)."""
-    import os
-
     os.environ.setdefault("NUMBA_CACHE_DIR", str(_numba_cache()))
-    from ranx import Qrels, Run
-    from ranx import evaluate as ranx_evaluate
+    from ranx import Qrels, Run  # deferred: optional extra
+    from ranx import evaluate as ranx_evaluate  # deferred: optional extra
 
     judged = {q: {d: int(s) for d, s in rel.items()} for q, rel in qrels.items() if q in run and rel}
     filled = {q: (dict(run[q]) or {"__no_hit__": 0.0}) for q in judged}
@@ -28,8 +28,8 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Ranked, metrics: Seque
 
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Ranked, metric: str) -> dict[str, float]:
     """One metric per query (ranx), for sessions and plots."""
-    from ranx import Qrels, Run
-    from ranx import evaluate as ranx_evaluate
+    from ranx import Qrels, Run  # deferred: optional extra
+    from ranx import evaluate as ranx_evaluate  # deferred: optional extra
 
     judged = {q: {d: int(s) for d, s in rel.items()} for q, rel in qrels.items() if q in run and rel}
     filled = {q: (dict(run[q]) or {"__no_hit__": 0.0}) for q in judged}
@@ -39,8 +39,6 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Ranked, metric: str) 
 
 
 def _numba_cache():
-    from pathlib import Path
-
     path = Path.home() / ".cache" / "knowtology" / "numba"
     path.mkdir(parents=True, exist_ok=True)
     return path

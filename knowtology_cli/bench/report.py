@@ -38,10 +38,10 @@ def write_json(out_dir: Path, name: str, data: Any) -> Path:
 
 
 def _plt() -> Any:
-    import matplotlib
+    import matplotlib  # deferred: optional extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: optional extra
 
     return plt
 

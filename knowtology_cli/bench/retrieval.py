@@ -1,24 +1,23 @@
-"""`kt bench retrieval`: the search presets and modes beside reference baselines.
-
-Every judged query runs through ``KnowledgeBase.search`` (the product path, warm, timed per query):
-the presets ``fast`` (BM25), ``default`` (hybrid) and ``thorough`` (hybrid + pseudo-relevance
-feedback), plus semantic mode. Beside them run, in the same process, a reference BM25 (bm25s, k1=0.9,
-b=0.4, lower-cased alphanumeric tokens, the small stop list of ``textutil``, no stemming, title+text),
-exact brute-force cosine over the same stored vectors, and the untuned fusion reference (the better
-of RRF k=60 and 0.5/0.5 min-max over the top-1000 lists of those two). Metrics come from ranx.
-"""
+"""``kt bench retrieval``: search presets and modes beside reference baselines (BM25, exact dense, fusion)."""
 
 from __future__ import annotations
 
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .data import COLLECTION, Dataset, load_dataset, open_store
+from knowtology_cli.retrieval.fusion import fuse_lists
+from knowtology_cli.stores.base import ScoredId
+from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS
+from knowtology_cli.textutil import STOP_WORDS, tokenize
+
+from .data import COLLECTION, Dataset, chunk_lines, load_dataset, open_store
 from .metrics import METRICS, evaluate, latency, minmax_fuse, rrf_fuse, top
+from .report import retrieval_plot
 
 #: Published / measured nDCG@10 references from the issue (exact fp32 all-MiniLM-L6-v2 for dense).
 REFERENCES: dict[str, dict[str, float]] = {
@@ -54,9 +53,7 @@ FTS_VARIANTS: dict[str, dict[str, Any]] = {
 
 def bm25_reference(ds: Dataset, queries: dict[str, str], k: int = DEPTH) -> tuple[dict[str, dict[str, float]], list[float]]:
     """The reference BM25 run (bm25s) and its per-query latencies."""
-    import bm25s
-
-    from knowtology_cli.textutil import tokenize
+    import bm25s  # deferred: optional extra
 
     ids = list(ds.docs)
     model = bm25s.BM25(k1=0.9, b=0.4)
@@ -136,9 +133,6 @@ def fusion_runs(dense: dict, sparse: dict, depths: tuple[int, ...]) -> dict[str,
 
 def product_fusion_runs(dense: dict, sparse: dict, depths: tuple[int, ...]) -> dict[str, dict[str, dict[str, float]]]:
     """Every rule of ``retrieval.fusion`` at every depth, over our own lists (the product's code)."""
-    from knowtology_cli.retrieval.fusion import fuse_lists
-    from knowtology_cli.stores.base import ScoredId
-
     def scored(scores: dict[str, float], d: int) -> list[ScoredId]:
         return [ScoredId(i, v) for i, v in top(scores, d).items()]
 
@@ -158,14 +152,9 @@ def fts_variant_scores(ds: Dataset, queries: dict[str, str], variants: dict[str,
 
     Each variant indexes the same chunk rows in a throwaway table (no vectors needed).
     """
-    import lance
-    import pyarrow as pa
-    from lance.query import MultiMatchQuery
-
-    from knowtology_cli.stores.lance import FTS_COLUMNS, FTS_OPTIONS
-    from knowtology_cli.textutil import STOP_WORDS
-
-    from .data import chunk_lines
+    import lance  # deferred: heavy
+    import pyarrow as pa  # deferred: heavy
+    from lance.query import MultiMatchQuery  # deferred: heavy
 
     rows = chunk_lines(ds)
     table = pa.table({"chunk_id": [r["_id"] for r in rows], "title": [r["title"] for r in rows],
@@ -204,7 +193,15 @@ def run_retrieval(
     fusion_variants: bool = True,
     message: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any]:
-    """Evaluate our three modes and their baselines on one BEIR collection; returns a JSON-able dict."""
+    """Evaluate our three modes and their baselines on one BEIR collection; returns a JSON-able dict.
+
+    Every judged query runs through ``KnowledgeBase.search`` (the product path, warm, timed per
+    query): presets ``fast`` (BM25), ``default`` (hybrid) and ``thorough`` (hybrid + pseudo-relevance
+    feedback), plus semantic mode. Beside them, in the same process: a reference BM25 (bm25s, k1=0.9,
+    b=0.4, lower-cased alphanumeric tokens, the stop list of ``textutil``, no stemming, title+text),
+    exact brute-force cosine over the same stored vectors, and the untuned fusion reference (the
+    better of RRF k=60 and 0.5/0.5 min-max over the top-1000 lists of those two). Metrics: ranx.
+    """
     ds = load_dataset(data_dir)
     queries = ds.judged(limit)
     kb, store_dir, ingest_seconds = open_store(ds, embedder, message=message)
@@ -284,10 +281,6 @@ def _compare(dataset: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, **kwargs: Any) -> dict[str, Any]:
     """``run_retrieval`` over several collections, plus a summary of targets and the plot."""
-    from pathlib import Path
-
-    from .report import retrieval_plot
-
     results = [run_retrieval(d, **kwargs) for d in data_dirs]
     summary: dict[str, Any] = {"collections": results, "presets": preset_summary(results),
                "targets_met": all(c["met"] is not False for r in results for c in r["comparison"])}

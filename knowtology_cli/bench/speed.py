@@ -1,18 +1,8 @@
-"""`kt bench speed`: cold CLI start-up, ingest throughput, warm latency at 10k/100k chunks, peak RSS.
-
-* Cold: each command runs as a fresh process (3 runs, median wall time) next to ``python -c pass``
-  measured in the same run; peak RSS of each process comes from ``os.wait4``.
-* Ingest: chunks/s of ``KnowledgeBase.ingest`` next to the bare embedder's ``embed_documents`` on
-  the same texts (same embedder instance, model already loaded), and the CLI ingest's wall time + RSS.
-* Warm latency: the collection's real text repeated with distinct ids up to N chunks. Vectors are
-  *not* re-embedded (an hour on 2 cores): each copy gets its original's stored vector plus Gaussian
-  noise (σ = 0.05 per dimension, re-normalised; random unit vectors when no embedded store exists).
-  Queries are the collection's judged queries embedded with the real model, so search latency
-  includes query embedding, as in the product.
-"""
+"""``kt bench speed``: cold CLI start-up, ingest throughput, warm latency at 10k/100k chunks, peak RSS."""
 
 from __future__ import annotations
 
+import compileall
 import functools
 import json
 import os
@@ -28,8 +18,29 @@ from typing import Any
 
 import numpy as np
 
-from knowtology_cli.bench.data import COLLECTION, cache_root, chunk_lines, load_dataset, open_store
+import knowtology_cli
+from knowtology_cli.bench.data import (
+    COLLECTION,
+    cache_root,
+    chunk_lines,
+    load_dataset,
+    open_store,
+    store_dir_for,
+)
 from knowtology_cli.bench.metrics import latency
+from knowtology_cli.bench.report import table
+from knowtology_cli.bench.tokens import ensure_tree
+from knowtology_cli.embedders import canonical_name, get_embedder
+from knowtology_cli.errors import BuildError
+from knowtology_cli.ingest import content_hash
+from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.llm import get_llm
+from knowtology_cli.models import Chunk
+from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
+from knowtology_cli.stores.base import CollectionInfo
+from knowtology_cli.stores.lance import lance_dataset
+from knowtology_cli.testing.fake_llm import FakeLLMServer
+from knowtology_cli.tokens import count_tokens
 
 NOISE = 0.05
 RUNS = 3
@@ -56,7 +67,11 @@ def _run_cold(argv: list[str], env: dict[str, str]) -> tuple[float, float, float
 
 
 def cold_commands(store: Path, query: str, chunk_id: str, leaf: str | None, runs: int = RUNS) -> list[dict[str, Any]]:
-    """Median cold wall time and peak RSS of each CLI command beside ``python -c pass``."""
+    """Median cold wall time and peak RSS of each CLI command beside ``python -c pass``.
+
+    Each command runs as a fresh process (3 runs, median wall time) next to ``python -c pass``
+    measured in the same run; peak RSS of each process comes from ``os.wait4``.
+    """
     kt = str(Path(sys.executable).with_name("kt"))
     env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "KNOWTOLOGY_COLLECTION": COLLECTION,
            "KNOWTOLOGY_SESSION": "bench-speed", "LANCEDB_LOG": "error", "LANCE_LOG": "error"}
@@ -102,10 +117,6 @@ def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     set) and each command run once unmeasured, so every round reads cached bytecode and a warm
     page cache, as a user's second run does.
     """
-    import compileall
-
-    import knowtology_cli
-
     compileall.compile_dir(str(Path(knowtology_cli.__file__).parent), quiet=1)
     kt = str(Path(sys.executable).with_name("kt"))
     env = {**os.environ, "KNOWTOLOGY_STORE": str(store), "KNOWTOLOGY_COLLECTION": COLLECTION,
@@ -138,14 +149,10 @@ def startup_ratios(store: Path, runs: int = STARTUP_RUNS) -> dict[str, Any]:
 
 def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
     """The cached scratch store of ``data_dir`` with its offline tree (built once), and its size."""
-    from knowtology_cli.bench.tokens import ensure_tree
-
     ds = load_dataset(data_dir)
     kb, store, _ = open_store(ds, embedder, message=message)
     try:
         if not ensure_tree(kb, message):
-            from knowtology_cli.errors import BuildError
-
             raise BuildError(f"no offline tree for {ds.name}: kt browse would time an empty map",
                              hint="see the message above; `kt build` on that store shows the error")
         size = {"collection": ds.name, "chunks": kb.vectors.count(COLLECTION),
@@ -156,10 +163,11 @@ def startup_store(data_dir: str, embedder: str, message: Callable[[str], None]) 
 
 
 def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[str, Any]:
-    """Library ingest vs the bare embedder on the same chunks, plus the CLI ingest as a process."""
-    from knowtology_cli.embedders import get_embedder
-    from knowtology_cli.kb import KnowledgeBase
+    """Library ingest vs the bare embedder on the same chunks, plus the CLI ingest as a process.
 
+    Chunks/s of ``KnowledgeBase.ingest`` next to the bare embedder's ``embed_documents`` on the same
+    texts (same embedder instance, model already loaded).
+    """
     model = get_embedder(embedder_name)
     inputs = [f"{o['title']}\n{o['text']}" if o["title"] else o["text"] for o in texts]
     model.embed_documents(inputs[:8])  # load the model outside the timing
@@ -186,13 +194,12 @@ def ingest_throughput(texts: list[dict[str, str]], embedder_name: str) -> dict[s
 
 
 def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embedder: str = "local") -> tuple[Path, str]:
-    """A cached store of ``size`` chunks: the collection's text repeated with distinct ids (see module doc)."""
-    from knowtology_cli.embedders import canonical_name, get_embedder
-    from knowtology_cli.ingest import content_hash
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.models import Chunk
-    from knowtology_cli.stores.base import CollectionInfo
+    """A cached store of ``size`` chunks: the collection's text repeated with distinct ids (see module doc).
 
+    The collection's real text repeated with distinct ids up to N chunks. Vectors are not re-embedded:
+    each copy gets its original's stored vector plus Gaussian noise (σ = 0.05 per dimension,
+    re-normalised; random unit vectors when no embedded store exists).
+    """
     ds = load_dataset(data_dir)
     name = canonical_name(embedder)
     dim = get_embedder(embedder).dimension
@@ -242,8 +249,6 @@ def scaled_store(data_dir: str, size: int, message: Callable[[str], None], embed
 
 
 def _has_store(ds: Any, embedder: str) -> bool:
-    from knowtology_cli.bench.data import store_dir_for
-
     return (store_dir_for(ds, embedder) / "bench.json").is_file()
 
 
@@ -264,10 +269,6 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
     index (``stores.ann``, built automatically past its threshold) added to a flat store, or dropped
     from an indexed one — so both sides of the threshold are measured at every size.
     """
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
-    from knowtology_cli.stores.lance import lance_dataset
-
     kb = KnowledgeBase.open(directory)
     out: dict[str, Any] = {"chunks": kb.vectors.count(COLLECTION)}
     ids = list(kb.vectors.fingerprints(COLLECTION))
@@ -337,11 +338,6 @@ def rerank_cost(directory: Path, queries: list[str], timed: Callable[[Callable[[
     """What ``--rerank llm`` adds per query to the default preset: wall time against the loopback fake
     server (SDK, prompt and parsing; a real model's own latency comes on top), and the tokens and
     dollars of the one call at ``model``'s list prices (tiktoken o200k_base on the sent messages)."""
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.llm import get_llm
-    from knowtology_cli.testing.fake_llm import FakeLLMServer
-    from knowtology_cli.tokens import count_tokens
-
     with FakeLLMServer(keep_bodies=True) as server:
         client = get_llm(model, api_key="bench-fake-key", base_url=server.openai_base_url)
         with tempfile.TemporaryDirectory(prefix="kt-rerank-") as tmp:  # a fresh call log: every query is a miss
@@ -368,7 +364,7 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
               ingest_chunks: int = 200, n_queries: int = 50, runs: int = RUNS, out_dir: Any = None,
               startup_data: str | None = "scifact", startup_runs: int = STARTUP_RUNS,
               message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Every speed measurement; see the module docstring for what is real and what is synthetic."""
+    """Every speed measurement."""
     result_startup: dict[str, Any] | None = None
     if startup_data:
         store, size = startup_store(startup_data, embedder, message)
@@ -385,8 +381,6 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
     kb, store, _ = open_store(small, embedder, message=message)
     leaf = None
     try:
-        from knowtology_cli.bench.tokens import ensure_tree
-
         if ensure_tree(kb, message):
             leaves = [n.path for n in kb.tree.nodes(COLLECTION) if not kb.tree.children(COLLECTION, n.path)]
             leaf = leaves[0] if leaves else None
@@ -411,8 +405,6 @@ def run_speed(data_dir: str = "scifact", *, sizes: list[int] | None = None, ann:
 
 
 def speed_markdown(result: dict[str, Any]) -> str:
-    from knowtology_cli.bench.report import table
-
     parts = [f"Load average at start / end: {result['load_average_at_start']} / {result.get('load_average_at_end')} "
              f"on {result['cpus']} CPUs.",
              *([startup_markdown(result["startup"])] if result.get("startup") else []),
@@ -455,8 +447,6 @@ def speed_markdown(result: dict[str, Any]) -> str:
 
 def startup_markdown(startup: dict[str, Any]) -> str:
     """The start-up section: paired medians against the issue-16 targets."""
-    from knowtology_cli.bench.report import table
-
     return (f"### Start-up (paired with `python -c pass`, median of {startup['runs']} rounds; "
             f"{startup['collection']}: {startup['chunks']:,} chunks, {startup['categories']} categories)\n\n"
             + table(startup["rows"], ["command", "median_ms", "python_ms", "x_python", "target", "within_target"],

@@ -1,10 +1,4 @@
-"""`kt bench all` / `make bench`: the default set, sized for ~15 minutes on 2 cores once stores are cached.
-
-Retrieval on the dev collections (SciFact only when its embedded store is already cached — embedding
-it takes several minutes; `kt bench retrieval scifact` once makes it part of the default set),
-the token economy on Cranfield (and SciFact when cached), speed at 10k and 100k chunks, and the
-CACM tree against its gold taxonomy. ``quick`` runs ADI with the hash embedder only (a smoke run).
-"""
+"""``kt bench all`` / ``make bench``: the default set, ~15 minutes on 2 cores once stores are cached."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from knowtology_cli.bench.data import load_dataset, store_dir_for
+from knowtology_cli.bench.report import retrieval_markdown
 
 DEV = ("cranfield", "medline", "cacm", "scifact")
 
@@ -27,8 +22,13 @@ def _cached(name: str, embedder: str) -> bool:
 
 def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None,
             message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run the default benchmark set; returns every result plus per-part wall times."""
-    from knowtology_cli.bench import retrieval, speed, tokens, tree
+    """Run the default benchmark set; returns every result plus per-part wall times.
+
+    Retrieval on the dev collections (SciFact only when its embedded store is already cached), the
+    token economy on Cranfield (and SciFact when cached), speed at 10k and 100k chunks, and the CACM
+    tree against its gold taxonomy. ``quick`` runs ADI with the hash embedder only (a smoke run).
+    """
+    from knowtology_cli.bench import retrieval, speed, tokens, tree  # deferred: loads numpy
 
     out = Path(out_dir) if out_dir is not None else None
     started = time.perf_counter()
@@ -61,10 +61,9 @@ def run_all(*, embedder: str = "local", quick: bool = False, out_dir: Any = None
 
 
 def suite_markdown(result: dict[str, Any]) -> str:
-    from knowtology_cli.bench.report import retrieval_markdown
-    from knowtology_cli.bench.speed import speed_markdown
-    from knowtology_cli.bench.tokens import tokens_markdown
-    from knowtology_cli.bench.tree import tree_markdown
+    from knowtology_cli.bench.speed import speed_markdown  # deferred: loads numpy
+    from knowtology_cli.bench.tokens import tokens_markdown  # deferred: loads numpy
+    from knowtology_cli.bench.tree import tree_markdown  # deferred: loads numpy
 
     parts = ["## Retrieval"] + [retrieval_markdown(r) for r in result["retrieval"]["collections"]]
     parts += ["## Token economy", tokens_markdown(result["tokens"]), "## Speed", speed_markdown(result["speed"])]

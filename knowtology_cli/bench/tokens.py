@@ -1,31 +1,17 @@
-"""`kt bench tokens`: tokens delivered to the model (tiktoken o200k_base) against recall.
-
-Simulated agent policies — none of them looks at the relevance judgements:
-
-* ``full-k`` (plain RAG): search, send the top-k chunks in full (k = 1…10).
-* ``snippets+top-r``: search, see 10 one-line snippets, read the top r in rank order (r = 1…10).
-* ``snippets+pick δ``: search, see 10 snippets, read every hit whose *snippet* is about as close to the
-  question as the closest one (cosine of query and snippet with the collection's embedder ≥ best − δ).
-  This stands in for a model judging snippets; δ sweeps from picky to generous.
-* ``tree+pick δ`` (when the collection has a tree): as above, plus the snippets of the top hit's leaf
-  (one ``browse``), picking among both lists with the same rule.
-
-Recall counts relevant documents whose full text reached the model. Text shown to the model is the
-product's own rendering (``render.search_text`` / ``render.read_text`` / ``render.browse_text``).
-Sessions (multi-turn): queries sharing relevant documents (grouped with the judgements — the
-*session* is built from them, the policies are not) are asked in a row; plain RAG re-sends its top-5
-chunks every turn, our agents read through one ``kt read`` session, where repeats come back as one
-``(already read — skip)`` line (see :func:`multi_turn`).
-"""
+"""``kt bench tokens``: tokens delivered to the model (tiktoken o200k_base) against recall, per policy."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from knowtology_cli.bench.data import COLLECTION, Dataset, load_dataset, open_store
+from knowtology_cli.bench.report import curves_plot, table
+from knowtology_cli.render import browse_text, read_text, search_text
+from knowtology_cli.tokens import count_tokens
 
 K_MAX = 10
 SNIPPETS = 10
@@ -48,8 +34,6 @@ class _Counter:
     """Token counts with a cache (the same chunk text is counted once)."""
 
     def __init__(self) -> None:
-        from knowtology_cli.tokens import count_tokens
-
         self._count = count_tokens
         self._cache: dict[str, int] = {}
 
@@ -78,9 +62,21 @@ def _interp_tokens(curve: list[tuple[float, float]], recall: float) -> float | N
 
 def single_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "hybrid",
                 with_tree: bool = False) -> dict[str, Any]:
-    """Recall vs tokens per policy, averaged over queries."""
-    from knowtology_cli.render import browse_text, read_text, search_text
+    """Recall vs tokens per policy, averaged over queries.
 
+    Simulated agent policies; none looks at the relevance judgements:
+
+    * ``full-k`` (plain RAG): search, send the top-k chunks in full (k = 1…10).
+    * ``snippets+top-r``: search, see 10 one-line snippets, read the top r in rank order.
+    * ``snippets+pick δ``: read every hit whose *snippet* is about as close to the question as the
+      closest one (cosine with the collection's embedder ≥ best − δ), standing in for a model judging
+      snippets; δ sweeps from picky to generous.
+    * ``tree+pick δ`` (when the collection has a tree): as above, plus the snippets of the top hit's
+      leaf (one ``browse``), picking among both lists with the same rule.
+
+    Recall counts relevant documents whose full text reached the model; text shown to the model is
+    the product's own rendering (``render.search_text`` / ``read_text`` / ``browse_text``).
+    """
     count = _Counter()
     embedder = kb.embedder_for(COLLECTION)
     snippet_vecs: dict[str, np.ndarray] = {}
@@ -208,8 +204,6 @@ def multi_turn(kb: Any, ds: Dataset, queries: dict[str, str], *, mode: str = "hy
     lines, then ``kt read`` of the top 5 in the session — same recall as ``rag``. ``snippets+pick``:
     10 snippet lines, then read the picked hits (δ fixed at ``SESSION_DELTA``) in the session.
     """
-    from knowtology_cli.render import read_text, search_text
-
     count = _Counter()
     embedder = kb.embedder_for(COLLECTION)
     cache: dict[str, Any] = {}
@@ -334,10 +328,6 @@ def _family(policy: str) -> str:
 
 def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, **kwargs: Any) -> dict[str, Any]:
     """``run_tokens`` over several collections, with recall-vs-tokens and session plots."""
-    from pathlib import Path
-
-    from knowtology_cli.bench.report import curves_plot
-
     results = [run_tokens(d, **kwargs) for d in data_dirs]
     out: dict[str, Any] = {"collections": results, "policy": POLICY_TEXT}
     if out_dir is not None and plots:
@@ -362,8 +352,6 @@ def run_many(data_dirs: list[str], *, out_dir: Any = None, plots: bool = True, *
 
 
 def tokens_markdown(result: dict[str, Any]) -> str:
-    from knowtology_cli.bench.report import table
-
     parts = [f"Policies: {result['policy']}"]
     for r in result["collections"]:
         rows = r["single_turn"]["rows"]

@@ -1,17 +1,4 @@
-"""`kt bench tree`: how well a built tree's names say where a chunk lives, its balance, and its
-agreement with a gold taxonomy where one exists.
-
-Name routing accuracy (no labels needed): each node's ``name — description`` is embedded with the
-collection's embedder, every chunk is sent to the nearest sibling at each level, and the share of
-chunks that land in their real node is reported beside the majority-sibling baseline (always
-answering the largest sibling). Balance is the largest node's share of all chunks per level.
-
-Where a gold file exists (a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3``, e.g. CACM's ACM CR
-codes cut to one, two and three digits), every tree level is also scored by AMI / NMI / ARI against
-the gold levels (labelled documents only), beside two references with the same number of groups:
-a *shuffled* tree (the same sizes, documents assigned at random — what chance gives) and *flat
-k-means* on the same embeddings.
-"""
+"""``kt bench tree``: name routing accuracy, balance, and agreement with a gold taxonomy where one exists."""
 
 from __future__ import annotations
 
@@ -27,6 +14,14 @@ from typing import Any
 import numpy as np
 
 from knowtology_cli.bench.data import COLLECTION, load_dataset, open_documents_store, open_store
+from knowtology_cli.bench.report import curves_plot, table
+from knowtology_cli.builders.cluster import DEFAULT_MAX_LEAF, assign_to_leaves, leaf_centroids
+from knowtology_cli.builders.runner import stale_nodes
+from knowtology_cli.errors import ConfigError
+from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.llm import get_llm
+from knowtology_cli.models import Chunk
+from knowtology_cli.stores.base import CollectionInfo
 
 
 def read_labels(path: Path) -> dict[str, tuple[str, str, str]]:
@@ -60,7 +55,11 @@ def shape(kb: Any) -> dict[str, Any]:
 
 def agreement(tree_labels: dict[str, str], gold: dict[str, tuple[str, str, str]]) -> dict[str, float]:
     """AMI, NMI and ARI of one partition against gold levels l1, l2, l3 (labelled documents only)."""
-    from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
+    from sklearn.metrics import (  # deferred: optional extra
+        adjusted_mutual_info_score,
+        adjusted_rand_score,
+        normalized_mutual_info_score,
+    )
 
     docs = sorted(d for d in tree_labels if d in gold)
     pred = [tree_labels[d] for d in docs]
@@ -75,7 +74,7 @@ def agreement(tree_labels: dict[str, str], gold: dict[str, tuple[str, str, str]]
 
 def judge(kb: Any, gold: dict[str, tuple[str, str, str]], builder: str, vectors: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     """Rows per tree level: the tree, a shuffled tree of the same shape, flat k-means with as many groups."""
-    from sklearn.cluster import KMeans
+    from sklearn.cluster import KMeans  # deferred: optional extra
 
     paths = {m.doc_id: m.path for m in kb.tree.mappings(COLLECTION)}
     depth = max((p.count("/") + 1 for p in paths.values()), default=0)
@@ -171,11 +170,15 @@ def run_tree(data_dir: str = "cacm", *, labels: Path | None = None, embedder: st
              out_dir: Any = None, message: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Build the offline tree (and the LLM tree when ``llm`` is given) of one collection and judge it.
 
+    Where a gold file exists (a TSV with ``doc_id``, ``codes``, ``l1``, ``l2``, ``l3``), every tree
+    level is also scored by AMI / NMI / ARI against the gold levels (labelled documents only), beside
+    two references with the same number of groups: a *shuffled* tree (same sizes, documents assigned
+    at random) and *flat k-means* on the same embeddings. Balance is the largest node's share of all
+    chunks per level.
+
     ``data_dir`` is a BEIR folder or name, or a folder of documents. Names and balance are always
     judged; agreement with a gold taxonomy when ``labels`` (default ``DATA_DIR/labels.tsv``) exists.
     """
-    from knowtology_cli.errors import ConfigError
-
     kb, store, name, root = _open(data_dir, embedder, message)
     label_path = labels or (root / "labels.tsv" if root is not None else None)
     if labels is not None and not labels.is_file():
@@ -216,9 +219,6 @@ def run_trees(data_dirs: Sequence[str], **options: Any) -> dict[str, Any]:
 def _llm_tree(store: Path, spec: str, gold: dict | None, vectors: dict, doc_vectors: dict,
               message: Callable[[str], None]) -> dict[str, Any]:
     """Build the LLM tree on a copy of the scratch store (the cached cluster tree stays as it is)."""
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.llm import get_llm
-
     with tempfile.TemporaryDirectory(prefix="kt-tree-") as tmp:
         copy = Path(tmp, "store")
         shutil.copytree(store, copy, ignore=shutil.ignore_patterns("sessions"))
@@ -236,8 +236,6 @@ def _llm_tree(store: Path, spec: str, gold: dict | None, vectors: dict, doc_vect
 
 
 def _plot(result: dict[str, Any], path: Path) -> Path:
-    from knowtology_cli.bench.report import curves_plot
-
     series: dict[str, list[tuple[float, float]]] = {}
     for b in result["builders"].values():
         for r in b["rows"]:
@@ -249,8 +247,6 @@ def _plot(result: dict[str, Any], path: Path) -> Path:
 
 def tree_markdown(result: dict[str, Any]) -> str:
     """One collection: names and balance per level, agreement rows where labelled, and the shape."""
-    from knowtology_cli.bench.report import table
-
     labelled = f" vs `{Path(result['labels']).name}` ({result['labelled_docs']:,} labelled docs)" if result.get("labels") else ""
     parts = [f"### {result['dataset']} tree ({result.get('chunks', 0):,} chunks){labelled}"]
     for name, b in result["builders"].items():
@@ -276,8 +272,6 @@ def tree_markdown(result: dict[str, Any]) -> str:
 
 def trees_markdown(result: dict[str, Any]) -> str:
     """A summary over collections (offline tree, level 1 and 2), then each collection's tables."""
-    from knowtology_cli.bench.report import table
-
     rows = []
     for r in result["collections"]:
         b = r["builders"].get("cluster")
@@ -324,8 +318,6 @@ def placement_agreement(paths: dict[str, str], added: set[str], gold: dict[str, 
 
 def _leaf_sizes(kb: Any) -> dict[str, Any]:
     """Largest leaf and the share of chunks in leaves over the builder's ``max_leaf``."""
-    from knowtology_cli.builders.cluster import DEFAULT_MAX_LEAF
-
     nodes = kb.tree.nodes(COLLECTION)
     inner = {n.parent_id for n in nodes}
     sizes = [n.chunk_count for n in nodes if n.id not in inner]
@@ -341,13 +333,6 @@ def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embed
     (incremental); then rebuild on everything. Reports, for the added documents, how often each way
     put them in the level-1 / level-2 node where most documents of their label live, beside the
     nearest-leaf placement in raw embedding space (the method before 0.2) on the same base tree."""
-    from knowtology_cli.builders.cluster import assign_to_leaves, leaf_centroids
-    from knowtology_cli.builders.runner import stale_nodes
-    from knowtology_cli.errors import ConfigError
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.models import Chunk
-    from knowtology_cli.stores.base import CollectionInfo
-
     if not 0 < added < 1:
         raise ConfigError(f"--added must be between 0 and 1, got {added}")
     ds = load_dataset(data_dir)
@@ -423,8 +408,6 @@ def run_incremental(data_dir: str = "cacm", *, labels: Path | None = None, embed
 
 
 def incremental_markdown(result: dict[str, Any]) -> str:
-    from knowtology_cli.bench.report import table
-
     inc = result["incremental"]
     parts = [f"### {result['dataset']}: incremental placement ({result['added_documents']:,} of "
              f"{result['documents']:,} documents added, seed {result['seed']})",

@@ -1,21 +1,4 @@
-"""Token-aware batching: pack chunks into calls that can neither overflow the context nor the output.
-
-Each chunk costs input tokens (its rendered ``<chunk>`` block, text cut to ``per_chunk_cap``) and
-output tokens (its assignment: id + path + snippet, JSON framing). A batch is feasible when
-
-* expected output  = Σ assignment tokens + category allowance  ≤ output budget × (1 - output_margin)
-* prompt + tree + Σ chunk tokens + expected output / (1 - output_margin)  ≤ context × (1 - context_margin)
-
-Both sums only grow with more chunks, so every subset of a feasible batch is feasible. Batches are
-packed greedily in input order (neighbouring chunks, often of one document, stay together), then
-evened out without adding a call.
-
-Call-count bound: if every run of ``seed_batch_size`` consecutive chunks is feasible (i.e. the
-seed's fixed batches would not have overflowed), greedy packing puts at least ``seed_batch_size``
-chunks in every batch but the last, so it needs at most ``ceil(n / seed_batch_size)`` calls — the
-seed's count — and fewer whenever chunks are short. When the seed's batches would overflow (gpt-4's
-8k context, gpt-4-turbo's 4k output), more calls are unavoidable and the plan says so.
-"""
+"""Token-aware batching: pack chunks into calls that can overflow neither the context nor the output."""
 
 from __future__ import annotations
 
@@ -28,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.llm.profiles import ModelProfile
+from knowtology_cli.tokens import count_tokens as count
 
 from .prompts import CountTokens, render_chunk
 
@@ -112,7 +96,6 @@ class PlanEstimate(BaseModel):
 def _provider_counter(profile: ModelProfile, count_tokens: CountTokens | None) -> CountTokens:
     if count_tokens is not None:
         return count_tokens
-    from knowtology_cli.tokens import count_tokens as count
 
     return lambda text: count(text, profile.encoding)
 
@@ -215,6 +198,18 @@ def plan(
     limits: BatchLimits | None = None,
 ) -> list[Batch]:
     """Pack ``items`` into batches, with per-batch token estimates and ``max_output_tokens``.
+
+    Each chunk costs input tokens (its rendered ``<chunk>`` block, text cut to ``per_chunk_cap``)
+    and output tokens (its assignment: id + path + snippet, JSON framing). A batch is feasible when
+
+    * expected output = Σ assignment tokens + category allowance ≤ output budget × (1 - output_margin)
+    * prompt + tree + Σ chunk tokens + expected output / (1 - output_margin)
+      ≤ context × (1 - context_margin)
+
+    Both sums only grow with more chunks, so every subset of a feasible batch is feasible. Batches
+    are packed greedily in input order (neighbouring chunks stay together), then evened out without
+    adding a call. If every run of ``seed_batch_size`` consecutive chunks is feasible, greedy packing
+    needs at most ``ceil(n / seed_batch_size)`` calls, and fewer whenever chunks are short.
 
     Args:
         items: ``(chunk_id, text)`` pairs in the order to keep, or precomputed :class:`ChunkCost`.

@@ -1,11 +1,6 @@
 """One logged LLM call of a tree builder: the cache lookup, the call, and a log row with what it cost.
 
-The call log in the tree store is the one record of spend: every call that was sent gets a row
-with the usage the server reported for all its attempts — including calls cut at the output limit,
-refused as too long, or failed after retries — and ``usage_estimated`` when a server reported none
-and the tokenizer counted. Build summaries, ``--dry-run`` and ``kt bench`` read their totals from
-these rows (:func:`log_totals`). Calls run on worker threads; rows are written on the calling
-thread (:meth:`CallLog.record`).
+The call log is the one record of spend; build summaries, ``--dry-run`` and ``kt bench`` total its rows.
 """
 
 from __future__ import annotations
@@ -89,7 +84,13 @@ def run_call(
 
 
 class CallLog:
-    """Writes outcomes into the tree store's call log and serves identical prompts from it."""
+    """Writes outcomes into the tree store's call log and serves identical prompts from it.
+
+    Every call that was sent gets a row with the usage the server reported for all its attempts,
+    including calls cut at the output limit, refused as too long or failed after retries, and
+    ``usage_estimated`` when a server reported none and the tokenizer counted. Calls run on worker
+    threads; rows are written on the calling thread (:meth:`record`).
+    """
 
     def __init__(self, tree: TreeStore, collection: str, build_id: str, *, use_cache: bool = True) -> None:
         self.tree = tree

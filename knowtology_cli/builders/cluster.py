@@ -1,26 +1,6 @@
 """The offline tree builder: recursive spherical k-means over embeddings + LSA, named by :mod:`.naming`.
 
-Used when no LLM is configured. Pure functions, numpy only, deterministic for a given input and seed.
-Every threshold lives in :class:`.params.TreeParams`.
-
-How a tree is made (see :func:`build_cluster_tree`):
-
-1. Features. Each chunk's embedding is blended with an LSA vector of its title and text
-   (sublinear TF-IDF -> randomized SVD), ``sqrt(1-w)*e ++ sqrt(w)*l`` with ``w = text_weight``, and
-   nudged towards the mean of its document's chunks (``doc_weight``) so the chunks of one document
-   tend to stay together without being forced to.
-2. Splits. From the root down, every node is split by spherical k-means (k-means++ seeding, a few
-   restarts, the lowest inertia wins). The node size bounds ``k``: at most ``sqrt(n/2)`` clamped to
-   ``[2, max_children]`` (the last split may go up to ``max_last_children`` so leaves stay under
-   ``max_leaf``) and never more than ``n // min_leaf``; within ``[k_max/2, k_max]`` the k with the
-   best simplified silhouette wins — at the root, the best among those whose largest child stays
-   under ``max_top_share`` of the collection, when any does. Clusters smaller than
-   ``max(min_leaf, n / (4k))`` are merged into the sibling with the nearest centroid.
-3. Depth. Splitting stops at ``max_depth`` levels (fewer below ``min_leaf * 2**max_depth``
-   chunks, so small collections stay shallow). A node becomes a leaf, at whatever level, when it
-   cannot be cut into two parts of at least ``min_leaf`` chunks, or when it is one short document:
-   no node has a single child. Only the root of a collection too small to split gets one child.
-4. Names and descriptions: :mod:`.naming` (class-based TF-IDF against siblings, coverage, MMR).
+Used when no LLM is configured; numpy only, deterministic; thresholds live in :class:`.params.TreeParams`.
 """
 
 from __future__ import annotations
@@ -320,6 +300,21 @@ def build_cluster_tree(
     embed_names: EmbedTexts | None = None,
 ) -> TreeReply:
     """Build a topical category tree offline, in the shape an LLM build call returns.
+
+    1. Features. Each chunk's embedding is blended with an LSA vector of its title and text
+       (sublinear TF-IDF -> randomized SVD), ``sqrt(1-w)*e ++ sqrt(w)*l`` with ``w = text_weight``,
+       and nudged towards the mean of its document's chunks (``doc_weight``).
+    2. Splits. From the root down, every node is split by spherical k-means (k-means++ seeding, a few
+       restarts, the lowest inertia wins). ``k`` is at most ``sqrt(n/2)`` clamped to
+       ``[2, max_children]`` (the last split may go up to ``max_last_children`` so leaves stay under
+       ``max_leaf``) and never more than ``n // min_leaf``; within ``[k_max/2, k_max]`` the k with the
+       best simplified silhouette wins (at the root, among those whose largest child stays under
+       ``max_top_share``, when any does). Clusters smaller than ``max(min_leaf, n / (4k))`` merge into
+       the sibling with the nearest centroid.
+    3. Depth. A node becomes a leaf when it cannot be cut into two parts of at least ``min_leaf``
+       chunks, or when it is one short document. Only the root of a collection too small to split
+       gets one child.
+    4. Names and descriptions: :mod:`.naming`.
 
     Every item is assigned to exactly one leaf. Leaves sit at levels 1 to ``max_depth`` (fewer
     levels for collections under ``min_leaf * 2**max_depth`` chunks); a node that cannot be split

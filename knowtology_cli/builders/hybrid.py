@@ -1,22 +1,6 @@
 """Hybrid tree builder: the offline clustering makes the tree, the LLM only names and describes its nodes.
 
-Why: the seed's LLM builder has the model write every chunk id, path and snippet back, so its
-output — the slow, expensive part, a minute per call on a local CPU model — grows with the
-chunks. Here the structure and the chunk placement come from ``cluster.build_cluster_tree`` (every
-chunk mapped before any call, snippets extractive), and the model is asked for what it is good at:
-a short label and a one-sentence description per node. Calls and tokens grow with the *nodes*.
-
-How: level by level from the top, sibling nodes are named together — each with the offline
-name as a draft, its size, a few member passages (nearest to the node's centroid, from different
-documents first) and its subcategories' drafts — under their parent's final name, several sibling
-groups packed into one call up to the model's limits. Each name is validated like every LLM name
-(``validate.NameCheck``: no ids, file names, markup, numbers, placeholders, copied titles; not its
-parent's name; not a sibling's); refused or missing names are asked once more with the reason, then
-the node keeps its offline name. The summary counts names by origin. Every call is logged (and
-replayed from the log when the prompt repeats, so an interrupted build resumes for free).
-
-The same naming step re-describes nodes whose membership changed materially after an incremental
-build (new chunks placed offline at their nearest leaf, or by the seed builder's EXTEND calls).
+Calls and tokens grow with the nodes, not the chunks; calls are logged and replayed when a prompt repeats.
 """
 
 from __future__ import annotations
@@ -38,6 +22,7 @@ from ..llm.base import LLMContextOverflowError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
 from .prompts import (
     NAME_CATEGORIES,
@@ -598,7 +583,15 @@ def rewrite_tree(kb: KnowledgeBase, collection: str, named: Mapping[str, Named])
 
 # ------------------------------------------------------------------------------- the builder
 class HybridTreeBuilder:
-    """``--builder hybrid``: offline structure, LLM names (see the module docstring)."""
+    """``--builder hybrid``: offline structure, LLM names.
+
+    Level by level from the top, sibling nodes are named together (each with its offline name as a
+    draft, its size, a few member passages and its subcategories' drafts) under their parent's final
+    name, several sibling groups packed into one call up to the model's limits. Each name is
+    validated like every LLM name (``validate.NameCheck``); refused or missing names are asked once
+    more with the reason, then the node keeps its offline name. The same step re-describes nodes
+    whose membership changed materially after an incremental build.
+    """
 
     def __init__(self, kb: KnowledgeBase, collection: str, llm: LLMClient, *, concurrency: int = 1,
                  use_cache: bool = True, params: NamingParams = NamingParams(),
@@ -614,7 +607,7 @@ class HybridTreeBuilder:
         self.build_id = uuid.uuid4().hex[:12]
 
     def run(self, *, rebuild: bool = False, dry_run: bool = False) -> BuildReport:
-        """Build (or extend and re-describe) the tree; see the module docstring."""
+        """Build (or extend and re-describe) the tree."""
         started = time.perf_counter()
         pending, orphans, hashes = pending_work(self.kb, self.collection)
         info = self.kb.tree.get_collection(self.collection)
@@ -708,8 +701,6 @@ class HybridTreeBuilder:
         return chunks, vectors
 
     def _cluster(self, chunks: Sequence[Any], vectors: Mapping[str, np.ndarray]) -> TreeReply:
-        from .cluster import ClusterItem, build_cluster_tree
-
         items = [ClusterItem(chunk_id=c.chunk_id, text=c.text, title=c.title, doc_id=c.doc_id,
                              file_name=c.file_name) for c in chunks]
         if not items:

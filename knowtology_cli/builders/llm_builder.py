@@ -1,62 +1,4 @@
-"""LLM tree builder: token-aware batches, CREATE then parallel EXTEND calls, validated, logged, resumable.
-
-Design — "seeded EXTEND": one CREATE call, then EXTEND calls that may run in parallel.
-
-1. The pending chunks are planned into token-aware batches (``batching.plan``): as many chunks per
-   call as the model's context *and* output budget allow, so the call count stays at or below the
-   seed's fixed batches wherever the seed's batches fit the model at all.
-2. Without a tree, the first call is CREATE on a *stride sample* of the pending chunks (every
-   k-th chunk, as many as fit one call), so the proposed taxonomy sees the whole collection and
-   not just its first files — the taxonomy-from-a-sample idea of TNT-LLM, but without a separate
-   taxonomy call: the sample's chunks are assigned by that same call.
-3. Every other call is EXTEND: it sees the current tree (one leaf path per line, folded to a token
-   budget) and places its chunks, creating categories only where nothing fits. EXTEND calls are
-   independent of each other, so up to ``concurrency`` run at once (a bounded thread pool); each
-   one is rendered against the tree as it stands when it is sent. Results are validated and
-   applied on the calling thread, one transaction per call, as soon as each call returns, so a
-   later call already sees the categories an earlier one created.
-4. Because calls of one wave don't see each other's new categories, replies are reconciled when
-   applied: a new category whose name is a near-duplicate of an existing sibling (case, punctuation,
-   plural, word order, "&"/"and", catch-all synonyms such as Misc/Other, or a one-letter typo) is
-   merged into that sibling before validation; ``validate.parse_reply`` then enforces depth ≤ 3 and
-   the breadth caps (overflow goes to ``Other``) against the tree *including* everything applied
-   before.
-
-Why this and not strictly sequential CREATE/EXTEND, or a full two-phase TNT-LLM pipeline?
-Measured with ``kt bench build`` (1,000 SciFact chunks, gpt-4o-mini profile with replies capped at
-4,096 tokens so the build needs 23 calls, standalone fake server answering after 2 s):
-
-=============  ======  ==========  ==========  ===========
-concurrency    calls   wall time   tokens in   categories
-=============  ======  ==========  ==========  ===========
-1 (sequential)   23      51.2 s      384,862      108
-2                23      25.9 s      384,143      103
-4                23      15.7 s      384,663      111
-8                23       9.4 s      383,819      117
-=============  ======  ==========  ==========  ===========
-
-Same calls, input tokens within 0.3 %, a tree of about the same size (near-duplicate merging
-keeps parallel calls from inflating it; the fake server's keyword brain writes the replies, so
-this says how replies are reconciled, not how good a real model's tree is), and wall time falling with the pool (5.4× at 8; the floor is
-the CREATE call plus ceil(22 / N) rounds). Strictly sequential EXTEND would pin the build at the
-first row. A two-phase design needs extra taxonomy calls (TNT-LLM summarises and refines over
-several minibatches) that buy little over CREATE-on-a-sample, and a frozen taxonomy can't grow
-for topics the sample missed. With ``concurrency=1`` this builder *is* the sequential
-CREATE/EXTEND design and fully deterministic: identical inputs give identical prompts, which the
-call log then serves for free. The plan needs no more calls than the seed's fixed batches for
-every profile whose seed batches fit the model (SciFact, 5,183 chunks: gpt-4o-mini 26 vs 35,
-claude-haiku-4-5 20 vs 52); gpt-4 (8k context) and gpt-4-turbo (4k output) need more, because
-the seed's batches would overflow them.
-
-Validation and repair (DESIGN §6): replies must have the schema's shape (else the client retries
-them); unknown ids are ignored; chunks missing from a reply are sent again in a smaller follow-up
-call (up to ``max_followups`` rounds; a reply that placed none of its chunks is split in halves,
-since the same prompt would get the same reply); a reply cut at the output limit is split in halves; a batch
-that still fails is logged as failed and the build ends with a :class:`BuildError` naming the
-unmapped chunks and how to resume. Nothing already paid for is lost: every call is logged with
-its response (the log doubles as a cache keyed by the prompt hash), and each reply is applied in
-its own transaction right after the call, so a killed build resumes with only the unmapped chunks.
-"""
+"""LLM tree builder: token-aware batches, CREATE then parallel EXTEND calls, validated, logged, resumable."""
 
 from __future__ import annotations
 
@@ -71,12 +13,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import BuildError, ConfigError, LLMOutputError
 from ..llm.base import LLMContextOverflowError, LLMTimeoutError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
+from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .cluster import ClusterItem, name_tree
+from .hybrid import NamingParams, redescribe_changed
 from .names import origins_note, tree_name_check
 from .prompts import (
     PROMPT_VERSION,
@@ -87,6 +34,7 @@ from .prompts import (
     default_tree_tokens,
     prompt_overhead_tokens,
     render_feedback,
+    render_tree,
 )
 from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
@@ -208,8 +156,6 @@ def plan_build(
 
 
 def _counter(profile: ModelProfile) -> Callable[[str], int]:
-    from ..tokens import count_tokens
-
     return lambda text: count_tokens(text, profile.encoding)
 
 
@@ -335,7 +281,24 @@ class _Tally:
 
 
 class LLMTreeBuilder:
-    """Builds or extends one collection's tree with an LLM (see the module docstring).
+    """Builds or extends one collection's tree with an LLM.
+
+    1. The pending chunks are planned into token-aware batches (``batching.plan``).
+    2. Without a tree, the first call is CREATE on a stride sample of the pending chunks (every k-th
+       chunk, as many as fit one call), so the proposed taxonomy sees the whole collection.
+    3. Every other call is EXTEND: it sees the current tree (leaf paths, folded to a token budget)
+       and places its chunks, creating categories only where nothing fits. Up to ``concurrency``
+       EXTEND calls run at once; replies are validated and applied on the calling thread, one
+       transaction per call, as each returns.
+    4. A new category whose name is a near-duplicate of an existing sibling (case, punctuation,
+       plural, word order, "&"/"and", catch-all synonyms, a one-letter typo) is merged into it before
+       ``validate.parse_reply`` enforces depth and breadth against the tree as applied so far.
+
+    Unknown ids are ignored; chunks missing from a reply are sent again in smaller follow-up calls
+    (up to ``max_followups`` rounds); a reply cut at the output limit is split in halves; a batch
+    that still fails ends the build with a ``BuildError`` naming the unmapped chunks. Every call is
+    logged with its response (the log doubles as a cache keyed by the prompt hash), so a killed
+    build resumes with only the unmapped chunks. ``kt bench build`` measures the concurrency.
 
     Args:
         kb: the knowledge base (tree store, vector store).
@@ -410,8 +373,6 @@ class LLMTreeBuilder:
         self.costs = {c.chunk_id: c for c in costs}
         tree_tokens = None
         if self.paths:
-            from .prompts import render_tree
-
             tree_tokens = _counter(self.profile)(render_tree(self.paths))
         build_plan = plan_build(costs, self.profile, has_tree=bool(self.paths), caps=self.caps, limits=self.limits,
                                 per_chunk_cap=self.per_chunk_cap, tree_tokens=tree_tokens)
@@ -461,8 +422,6 @@ class LLMTreeBuilder:
 
     def _redescribe(self, before: dict[str, str], existing: set[str]) -> list[str]:
         """The re-description call(s) for nodes whose membership changed materially (``hybrid.NodeNamer``)."""
-        from .hybrid import NamingParams, redescribe_changed
-
         created = {n.path for n in self.kb.tree.nodes(self.collection)} - existing
         count, namer = redescribe_changed(self.kb, self.collection, self.llm, self.log, before,
                                           params=NamingParams(), concurrency=self.concurrency, skip=created,
@@ -787,10 +746,6 @@ def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Seq
 
     ``info`` maps a chunk id to ``(text, title, doc_id, file_name)``.
     """
-    import numpy as np
-
-    from .cluster import ClusterItem, name_tree
-
     ids = [i for group in groups for i in group]
     vectors = kb.vectors.vectors(collection, ids)
     rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]

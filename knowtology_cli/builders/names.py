@@ -1,9 +1,4 @@
-"""What a category name may be in one collection, and where the names of a build came from.
-
-:func:`tree_name_check` builds the :class:`~knowtology_cli.builders.validate.NameCheck` every LLM
-builder validates names with, from the collection itself (its chunk ids, files, document titles)
-and the prompts (their example path, placeholders and wording) — never from a word list.
-"""
+"""What a category name may be in one collection, and where the names of a build came from."""
 
 from __future__ import annotations
 
@@ -28,6 +23,9 @@ def document_title(chunk_title: str) -> str:
 def tree_name_check(kb: KnowledgeBase, collection: str, chunk_ids: Iterable[str],
                     meta: dict[str, tuple[str, str]], titles: dict[str, str], caps: TreeCaps = TreeCaps()) -> NameCheck:
     """The :class:`NameCheck` of tree-building replies: the collection's ids, files and titles, the tree prompts.
+
+    The rules come from the collection itself (its chunk ids, files, document titles) and the
+    prompts (their example path, placeholders and wording), never from a word list.
 
     ``meta`` maps the chunks being placed to ``(doc_id, file_name)``, ``titles`` to their heading trails.
     """

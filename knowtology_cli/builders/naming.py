@@ -1,25 +1,4 @@
-"""Offline names and descriptions for a tree whose shape is fixed.
-
-The method in one paragraph. The children of each node are named together, largest first, from
-the terms of one index (Snowball stems; single words, adjacent content-word pairs, identifiers as
-written, and heading phrases: member section titles and file names; see :mod:`.terms`). Each
-child's terms are scored by class-based TF-IDF against its siblings — the child's (document-weighted)
-share of chunks holding the term, times the log-ratio of that share to the siblings' share — and by
-how well the term reads as a name (noun-like words and headings people wrote score higher).
-A name must cover at least half the child. The best such term is chosen by maximal marginal
-relevance (MMR) against the names its siblings already have (term similarity is the cosine of the
-centroids of the chunks holding each term), replaced by a longer term containing its words when
-that scores nearly as well, and joined by a second, different term when the first leaves much of
-the child uncovered. A grab-bag child, where no term covers half of it, is named by the few
-distinctive terms that together cover it (a set cover), never by its largest member alone. Words of
-an ancestor's name and words found in most documents of the collection never name a node. A
-description says in plain sentences what a node holds: its next distinctive terms, its children
-(for a parent), the titles of its most typical members and a passage of its most typical chunk.
-When the collection's embedder is at hand, each top-level sibling group's descriptions are chosen among a few
-variants made of those parts (each with and without one part): the combination under which the
-embedder sends most member chunks to their own node rather than to a sibling, i.e. the description a
-reader routing by meaning would find most telling. Every threshold is in :class:`.params.TreeParams`.
-"""
+"""Offline names and descriptions for a tree whose shape is fixed (class-based TF-IDF, coverage, MMR)."""
 
 from __future__ import annotations
 
@@ -32,6 +11,7 @@ import numpy as np
 
 from ..errors import KnowtologyError
 from .params import DEFAULT_PARAMS, TreeParams
+from .snippets import make_snippet
 from .terms import (
     PHRASE,
     TermIndex,
@@ -39,6 +19,7 @@ from .terms import (
     document_weights,
     heading_segments,
     join_names,
+    phrases,
     term_counts,
 )
 
@@ -90,7 +71,7 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 
 
 class Namer:
-    """Names and describes the nodes of one collection (see the module docstring for the method)."""
+    """Names and describes the nodes of one collection."""
 
     def __init__(self, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
                  params: TreeParams = DEFAULT_PARAMS, *, vectors: np.ndarray | None = None,
@@ -199,7 +180,7 @@ class Namer:
 
     def _choose(self, pool: list[int], score: np.ndarray, coverage: np.ndarray, child: Node,
                 taken_terms: list[int], taken_names: set[str]) -> list[int]:
-        """The term columns of ``child``'s name (see the module docstring)."""
+        """The term columns of ``child``'s name."""
         p, index = self.params, self.index
         if not pool:
             return []
@@ -424,8 +405,6 @@ class Namer:
 
     def _typical_passages(self, node: Node, count: int) -> list[str]:
         """Snippets of the chunks nearest the node's centre (from different documents)."""
-        from .snippets import make_snippet
-
         sub = self.x[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
         out, docs = [], set()
@@ -467,14 +446,10 @@ def _and(parts: Sequence[str]) -> str:
 
 
 def _words_of(name: str) -> set[str]:
-    from .terms import phrases
-
     return {t.key for phrase in phrases(name) for t in phrase if t.key}
 
 
 def _content_words(display: str) -> int:
-    from .terms import phrases
-
     return sum(1 for phrase in phrases(display) for t in phrase if t.key)
 
 
@@ -494,6 +469,19 @@ def name_nodes(root: Node, index: TermIndex, items: Sequence[NamedItem], x: np.n
                embed: EmbedTexts | None = None) -> None:
     """Name and describe every node under ``root`` (its structure fixed) and set the paths.
 
+    The children of each node are named together, largest first, from the terms of :mod:`.terms`.
+    Each child's terms are scored by class-based TF-IDF against its siblings and by how well the term
+    reads as a name; a name must cover at least half the child. The best term is chosen by maximal
+    marginal relevance against the names its siblings already have, replaced by a longer term
+    containing its words when that scores nearly as well, and joined by a second term when the
+    first leaves much of the child uncovered. A grab-bag child is named by the few distinctive terms
+    that together cover it. Words of an ancestor's name and words found in most documents never name
+    a node. A description says in plain sentences what a node holds: its next distinctive terms, its
+    children, the titles of its most typical members and a passage of its most typical chunk.
+
     With ``vectors`` (the chunks' embeddings) and ``embed`` (the same embedder, for texts as
-    queries), descriptions are chosen by how well they route member chunks among siblings."""
+    queries), each top-level sibling group's descriptions are chosen among a few variants of those
+    parts: the combination under which the embedder sends most member chunks to their own node
+    rather than a sibling. Every threshold is in :class:`.params.TreeParams`.
+    """
     Namer(index, items, x, doc_of, params, vectors=vectors, embed=embed).name(root)

@@ -1,9 +1,6 @@
 """Every threshold and weight of the offline tree builder, in one object, each with the reason for its value.
 
-Nothing here comes from a particular corpus: the values are rules of thumb of the methods used
-(k-means, LSA, class-based TF-IDF, maximal marginal relevance) or plain readability limits.
-Pass a changed copy (``dataclasses.replace(DEFAULT_PARAMS, ...)``) to :func:`build_cluster_tree`
-or :func:`name_tree` to experiment; the golden snapshot tests show what a change does to whole trees.
+Experiment with ``dataclasses.replace(DEFAULT_PARAMS, ...)``; golden snapshots show the effect.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Versioned prompts of the LLM tree builder: CREATE_TREE, EXTEND_TREE and the user message.
+"""Versioned prompts of the LLM tree builder: CREATE_TREE, EXTEND_TREE, naming, and the user message.
 
-The first batch of a build proposes the tree (CREATE_TREE); every later batch sees the current
-tree, one leaf path per line, and extends it only where needed (EXTEND_TREE). Every chunk is sent
-with its ``chunk_id`` verbatim inside ``<chunk id="...">`` … ``</chunk>``; chunk text is cut to a
-per-chunk token budget and can't close its own block. Bump :data:`PROMPT_VERSION` whenever a
-template or the rendering changes: it is part of the build cache key.
+Bump :data:`PROMPT_VERSION` whenever a template or the rendering changes: it is part of the build cache key.
 """
 
 from __future__ import annotations
@@ -16,6 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from knowtology_cli.tokens import count_tokens, prefix_within
+
 PROMPT_VERSION = "tree-v1"
 NAMES_PROMPT_VERSION = "names-v2"
 CountTokens = Callable[[str], int]
@@ -23,7 +21,7 @@ CountTokens = Callable[[str], int]
 #: The example path the tree prompts show; a reply that copies it is rejected (``validate.NameCheck``).
 EXAMPLE_PATH = "Returns/Refunds/Perishables"
 
-#: The one JSON object every build call returns (DESIGN §6). Strict-mode compatible for OpenAI
+#: The one JSON object every build call returns. Strict-mode compatible for OpenAI
 #: (every property required, no additional properties); Anthropic gets it as ``input_schema``.
 TREE_REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -142,8 +140,6 @@ _BLANKS = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
 def _default_counter() -> CountTokens:
-    from knowtology_cli.tokens import count_tokens
-
     return count_tokens
 
 
@@ -156,8 +152,6 @@ def truncate_tokens(text: str, max_tokens: int, count_tokens: CountTokens | None
     if max_tokens <= 0:
         return "", bool(text)
     if count_tokens is None:
-        from knowtology_cli.tokens import prefix_within
-
         end = prefix_within(text, max_tokens)
         if end >= len(text):
             return text, False
@@ -262,6 +256,9 @@ def render_user(
     feedback: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The user message: task, limits, the current tree (EXTEND only) and every chunk.
+
+    Every chunk is sent with its ``chunk_id`` verbatim inside ``<chunk id="...">`` … ``</chunk>``;
+    its text is cut to a per-chunk token budget and can't close its own block.
 
     Args:
         chunks: ``(chunk_id, text)`` pairs, in the order to show.

@@ -1,28 +1,4 @@
-"""The offline builder and what every builder shares: what to (re)map, applying a reply, freshness.
-
-``dispatch.run_build`` picks the builder; this module runs the offline one and keeps the tree true.
-
-A tree that stays true. A full build clusters (or asks the LLM about) every chunk. After that,
-``kt build`` is incremental:
-
-* Placement. A new or changed chunk goes where a full rebuild would put it: the offline builder
-  splits top-down with spherical k-means in a feature space of embedding + LSA text + document
-  pull, and a k-means split sends a point to its nearest centroid. So the chunk is placed in that
-  same space (recomputed over the current collection), top-down: the nearest level-1 centroid,
-  then the nearest of that node's children, down to a leaf.
-* Freshness. Every tree write counts, per node, the members added, removed, moved in or out, or
-  changed since the node was last named (``churn``, beside ``named_count``, the members it was
-  named for). A node is *stale* when its churn reaches ``FRESHNESS.stale_share`` of
-  ``named_count``: enough of its members are new or gone that its name may no longer fit
-  (:func:`stale_nodes`). The offline refresh renames and re-describes stale nodes from their
-  members, as a full build would (:func:`refresh_offline`), and re-describes every other node
-  whose members changed at all (descriptions carry counts and examples). Snippets belong to
-  chunks and are written when a chunk is placed.
-* Drift. The share of the map placed or removed since the last full build,
-  ``(placed + removed) / (mapped + removed)``: the part of the tree no clustering has seen as a
-  whole. At ``FRESHNESS.rebuild_drift`` or more, ``kt build`` and ``kt status`` say that
-  ``kt build --rebuild`` would give a better map.
-"""
+"""The offline builder and what every builder shares: what to (re)map, applying a reply, freshness, drift."""
 
 from __future__ import annotations
 
@@ -33,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import BuildReport, ChunkMapping, TreeNode, TreeReply
+from ..errors import BuildError, KnowtologyError
+from ..models import Assignment, BuildReport, Category, ChunkMapping, TreeNode, TreeReply
 from ..provenance import provenance
 
 if TYPE_CHECKING:
@@ -79,12 +56,16 @@ def pending_work(kb: KnowledgeBase, collection: str) -> tuple[list[str], list[st
 
 
 def is_stale(node: TreeNode, params: FreshnessParams = FRESHNESS) -> bool:
-    """True when the node's members changed materially since it was named (see the module docstring)."""
+    """True when the node's members changed materially since it was named."""
     return node.churn > 0 and node.churn >= params.stale_share * max(1, node.named_count or 0)
 
 
 def stale_nodes(kb: KnowledgeBase, collection: str, params: FreshnessParams = FRESHNESS) -> list[TreeNode]:
     """Nodes whose membership changed materially since they were last named, parents first.
+
+    Every tree write counts, per node, the members added, removed, moved or changed since it was last
+    named (``churn``, beside ``named_count``). A node is stale when its churn reaches
+    ``FRESHNESS.stale_share`` of ``named_count``.
 
     The offline builder renames them (:func:`refresh_offline`); the LLM builder re-describes them.
     After naming a node, record it with ``kb.tree.mark_named(collection, [path])`` (or pass the
@@ -94,7 +75,11 @@ def stale_nodes(kb: KnowledgeBase, collection: str, params: FreshnessParams = FR
 
 
 def drift(state: TreeState, mapped: int) -> float:
-    """The share of the map placed or removed since the last full build (0 right after one)."""
+    """The share of the map placed or removed since the last full build (0 right after one).
+
+    ``(placed + removed) / (mapped + removed)``: the part of the tree no clustering has seen as a
+    whole. At ``FRESHNESS.rebuild_drift`` or more, ``kt build`` and ``kt status`` suggest ``--rebuild``.
+    """
     moved = state.placed + state.removed
     return round(min(1.0, moved / max(1, mapped + state.removed)), 4) if moved else 0.0
 
@@ -152,7 +137,7 @@ def run_cluster_build(
     message: Callable[[str], None],
 ) -> BuildReport:
     """The offline builder: cluster every chunk (a full build), else place new or changed chunks top
-    down, unmap removed ones and rename stale categories (see the module docstring)."""
+    down, unmap removed ones and rename stale categories."""
     started = time.perf_counter()
     pending, orphans, hashes = pending_work(kb, collection)
     has_tree = bool(kb.tree.nodes(collection))
@@ -191,7 +176,7 @@ def _drift_note(kb: KnowledgeBase, collection: str) -> list[str]:
 
 def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
                  progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> None:
-    from .cluster import build_cluster_tree
+    from .cluster import build_cluster_tree  # deferred: keeps kt status fast
 
     progress("loading", 0, len(hashes))
     items, matrix = _load_items(kb, collection)
@@ -209,7 +194,6 @@ def query_embedder(kb: KnowledgeBase, collection: str,
     """Embeds texts as queries with the collection's embedder, in its batches (loaded on first use),
     so the namer can judge descriptions the way a search or a router reads them. An embedder error
     is passed to ``message`` and raised (the namer then keeps the full descriptions)."""
-    from ..errors import KnowtologyError
 
     def embed(texts: list[str]) -> np.ndarray:
         try:
@@ -250,7 +234,6 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
         for m in kb.tree.mappings(collection, under=child.path):
             rest = m.path[len(child.path):]
             moved.append((m.model_copy(update={"path": parent.path + rest}), hashes.get(m.chunk_id, "")))
-        from ..models import Category
 
         categories = [Category(path=parent.path + n.path[len(child.path):], description=n.description)
                       for n in nodes if n.path.startswith(child.path + "/")]
@@ -260,7 +243,7 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
 
 def _load_items(kb: KnowledgeBase, collection: str) -> tuple[list[Any], np.ndarray]:
     """Every chunk of the collection as a ``ClusterItem`` with its vector, ordered by chunk id."""
-    from .cluster import ClusterItem
+    from .cluster import ClusterItem  # deferred: keeps kt status fast
 
     items: list[Any] = []
     blocks: list[np.ndarray] = []
@@ -280,6 +263,10 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
     """The leaf path for each row of ``new_rows``: nearest level-1 centroid, then the nearest of its
     children, down to a leaf — the rule a top-down k-means split applies to a new point.
 
+    A new or changed chunk goes where a full rebuild would put it: in the clustering's feature space
+    (embedding + LSA text + document pull, recomputed over the current collection), the nearest
+    level-1 centroid, then the nearest of that node's children, down to a leaf.
+
     Args:
         features: one unit row per chunk (the clustering space of a full build).
         member_rows: rows of the chunks already in the tree; ``member_leaves`` their leaf paths.
@@ -298,8 +285,6 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
             else:
                 sums[path] = features[row].astype(np.float64)
     if not children.get(""):
-        from ..errors import BuildError
-
         raise BuildError("no categories to place chunks in", hint="run kt build --rebuild")
     ordered = {parent: sorted(kids) for parent, kids in children.items()}
     centroids = {}
@@ -320,9 +305,8 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
 def _extend(kb: KnowledgeBase, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
             progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
     """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline)."""
-    from ..models import Assignment
-    from .cluster import cluster_features
-    from .snippets import make_snippet
+    from .cluster import cluster_features  # deferred: keeps kt status fast
+    from .snippets import make_snippet  # deferred: keeps kt status fast
 
     notes = []
     items, matrix = _load_items(kb, collection)
@@ -360,7 +344,7 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
     A new name that a sibling already has (or gets) is not taken; the node keeps its name and gets
     the new description. Stale nodes are then recorded as named for their current members.
     """
-    from .cluster import name_tree
+    from .cluster import name_tree  # deferred: keeps kt status fast
 
     nodes = kb.tree.nodes(collection)
     touched = [n for n in nodes if n.churn > 0]

@@ -1,10 +1,4 @@
-"""One-line extractive snippets: what a chunk contains, in ~50-120 characters, no markup.
-
-Markdown is stripped, and so is the reStructuredText that reaches a snippet through JSONL chunks
-(documents are rendered to clean text by their parsers already): roles show their text
-(``:func:`parse``` -> ``parse``), directive and comment lines, option lines, substitution
-definitions, editor modelines and title adornments of any character are left out.
-"""
+"""One-line extractive snippets: what a chunk contains, in ~50-120 characters, no markup."""
 
 from __future__ import annotations
 
@@ -260,6 +254,10 @@ def _same_start(title: str, sentence: str) -> bool:
 
 def make_snippet(text: str, title: str = "", max_chars: int = 120) -> str:
     """A one-line extractive snippet saying what a chunk contains.
+
+    Markdown is stripped, and so is reStructuredText that reaches a snippet through JSONL chunks:
+    roles show their text; directive, comment, option and substitution lines, editor modelines and
+    title adornments are left out.
 
     Markdown syntax is stripped; the first informative sentence is picked (boilerplate such as
     "Table of contents" or "Last updated ..." is skipped) and extended with the next one while it

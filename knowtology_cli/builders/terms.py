@@ -1,14 +1,4 @@
-"""Words for the offline tree: one tokenizer and stemmer, a sparse chunk x term index, LSA features.
-
-Terms are keyed by Snowball (Porter 2) stems, so ``garden``, ``gardens`` and ``gardening`` are one
-term, while each keeps the surface the text writes most often for display. Four kinds of terms:
-single words, two adjacent content words (``seed tray``: stop words and punctuation break a run,
-as in RAKE-style keyphrase candidates), identifiers as written (``max_depth``, ``getUser``,
-``rfc-2616``: not stemmed, never re-cased) and heading phrases — segments of chunk titles such as
-``Garden Guide › Seed trays`` and file-name stems — which are names people already wrote.
-Every term is counted per chunk (presence, title weighted above body) so a node can be contrasted
-with its siblings (see :mod:`.naming`).
-"""
+"""Words for the offline tree: one tokenizer and stemmer, a sparse chunk x term index, LSA features."""
 
 from __future__ import annotations
 
@@ -100,7 +90,7 @@ PHRASE = "§"  # key prefix of heading phrases
 
 @lru_cache(maxsize=1)
 def _stemmer():
-    import snowballstemmer
+    import snowballstemmer  # deferred: heavy
 
     return snowballstemmer.stemmer("english")
 
@@ -305,6 +295,12 @@ def build_term_index(
     params: TreeParams = DEFAULT_PARAMS,
 ) -> TermIndex:
     """Index the words, bigrams, identifiers and heading phrases of every chunk (Markdown stripped).
+
+    Terms are keyed by Snowball (Porter 2) stems, each keeping the surface the text writes most often
+    for display. Four kinds: single words, two adjacent content words (stop words and punctuation
+    break a run, as in RAKE-style candidates), identifiers as written (not stemmed, never re-cased)
+    and heading phrases (segments of chunk titles and file-name stems). Every term is counted per
+    chunk (presence, title weighted above body).
 
     ``sources`` are the chunks' file names; their stems count as heading phrases
     (``seed-trays.md`` -> ``seed trays``). A term must occur in ``min_chunks`` chunks

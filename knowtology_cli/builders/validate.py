@@ -1,37 +1,4 @@
-"""Validation and repair of one tree-building reply: only the wire schema gets through.
-
-:func:`parse_reply` takes the decoded JSON of one call and the chunk ids that call sent, and
-returns what the tree store can apply plus what must be retried. The rules, in order:
-
-1. The reply must be an object with an ``assignments`` list (``categories`` optional); anything
-   else raises :class:`~knowtology_cli.errors.LLMOutputError` (the client retries the call).
-   Items that don't match the schema (wrong types, missing fields) are dropped and counted.
-   A numeric ``chunk_id`` is read as its decimal string (models unquote numeric ids).
-2. Paths are normalised: segments split on ``/``, stripped, inner whitespace collapsed, control
-   characters removed, empty or dot-only segments dropped (so ``A//B`` is ``A/B``), a leading
-   ``root`` segment dropped, segments cut to 60 characters; more than ``max_depth`` segments are
-   cut to ``max_depth`` (noted). A path with no segment left makes the assignment invalid.
-3. Spelling: a path matches an existing or earlier node case-insensitively, segment by segment,
-   and takes that node's spelling (existing tree first, then the reply's ``categories``, then the
-   first assignment that used it).
-4. Existing leaves stay leaves: a path going below an existing leaf is cut back to that leaf.
-5. Breadth: a new child beyond ``max_top`` (top level) or ``max_children`` goes under the parent's
-   catch-all ``Other`` child instead (created when needed; so breadth is at most cap + 1).
-6. Ids: unknown ids are ignored and listed; for a duplicated id the first valid assignment wins;
-   expected ids without a valid assignment are listed as missing (to retry in a smaller call).
-7. Leaves: an assignment at a node that has children (in the existing tree or in this reply) goes
-   to that node's ``General`` child (created when needed), so every chunk sits at a leaf.
-8. Categories are the new nodes that hold assigned chunks, parents first, with the reply's
-   description for that path when given; categories no chunk uses are not created.
-9. Snippets are collapsed to one line and cut to 160 characters; empty ones come back as None for
-   the builder to fill from the chunk text. Descriptions are cut to 200 characters.
-10. Names (with a :class:`NameCheck`): a new path segment that is not a category name — a chunk id,
-    a file path or file name, text with ``#``, ``|``, markup or a URL, digits or punctuation only,
-    the prompt's example values or placeholders, a sentence rather than a label, or its parent's
-    name again — is rejected with the reason; its chunks are listed in ``rejected`` (never mapped)
-    for the builder to re-ask. Descriptions that are placeholders or copy the instructions are
-    dropped.
-"""
+"""Validation and repair of one tree-building reply: only the wire schema gets through."""
 
 from __future__ import annotations
 
@@ -529,7 +496,38 @@ def parse_reply(
     caps: TreeCaps = TreeCaps(),
     names: NameCheck | None = None,
 ) -> ValidatedReply:
-    """Validate and repair one reply (see the module docstring for the rules).
+    """Validate and repair one reply.
+
+    The rules, in order:
+
+    1. The reply must be an object with an ``assignments`` list (``categories`` optional); anything
+       else raises :class:`~knowtology_cli.errors.LLMOutputError` (the client retries the call).
+       Items that don't match the schema (wrong types, missing fields) are dropped and counted.
+       A numeric ``chunk_id`` is read as its decimal string (models unquote numeric ids).
+    2. Paths are normalised: segments split on ``/``, stripped, inner whitespace collapsed, control
+       characters removed, empty or dot-only segments dropped (so ``A//B`` is ``A/B``), a leading
+       ``root`` segment dropped, segments cut to 60 characters; more than ``max_depth`` segments are
+       cut to ``max_depth`` (noted). A path with no segment left makes the assignment invalid.
+    3. Spelling: a path matches an existing or earlier node case-insensitively, segment by segment,
+       and takes that node's spelling (existing tree first, then the reply's ``categories``, then the
+       first assignment that used it).
+    4. Existing leaves stay leaves: a path going below an existing leaf is cut back to that leaf.
+    5. Breadth: a new child beyond ``max_top`` (top level) or ``max_children`` goes under the parent's
+       catch-all ``Other`` child instead (created when needed; so breadth is at most cap + 1).
+    6. Ids: unknown ids are ignored and listed; for a duplicated id the first valid assignment wins;
+       expected ids without a valid assignment are listed as missing (to retry in a smaller call).
+    7. Leaves: an assignment at a node that has children (in the existing tree or in this reply) goes
+       to that node's ``General`` child (created when needed), so every chunk sits at a leaf.
+    8. Categories are the new nodes that hold assigned chunks, parents first, with the reply's
+       description for that path when given; categories no chunk uses are not created.
+    9. Snippets are collapsed to one line and cut to 160 characters; empty ones come back as None for
+       the builder to fill from the chunk text. Descriptions are cut to 200 characters.
+    10. Names (with a :class:`NameCheck`): a new path segment that is not a category name — a chunk id,
+        a file path or file name, text with ``#``, ``|``, markup or a URL, digits or punctuation only,
+        the prompt's example values or placeholders, a sentence rather than a label, or its parent's
+        name again — is rejected with the reason; its chunks are listed in ``rejected`` (never mapped)
+        for the builder to re-ask. Descriptions that are placeholders or copy the instructions are
+        dropped.
 
     Args:
         data: the decoded JSON object of the reply.

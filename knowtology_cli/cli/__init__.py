@@ -1,0 +1,1 @@
+"""The ``kt`` command line: Typer commands over :class:`~knowtology_cli.kb.KnowledgeBase`."""

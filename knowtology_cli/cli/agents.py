@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
+
+from knowtology_cli.errors import ConfigError, KnowtologyError
 
 from .common import CollectionOpt, JsonOpt, SessionOpt, StoreOpt, console, emit_json, handled, settings
 
@@ -19,19 +23,17 @@ def open_tools(store: str | None, collection: str | None, session: str | None, *
     ``private_prefix``, read histories stay in memory (per connection or per run), so nothing is
     written to the store's sessions.
     """
-    from knowtology_cli.config import DEFAULT_SESSION
-    from knowtology_cli.kb import KnowledgeBase
-    from knowtology_cli.tools import KnowledgeMapTools
+    from knowtology_cli.config import DEFAULT_SESSION  # deferred: keeps kt --help fast
+    from knowtology_cli.kb import KnowledgeBase  # deferred: keeps kt --help fast
+    from knowtology_cli.tools import KnowledgeMapTools  # deferred: keeps kt --help fast
 
     cfg = settings(store, collection, session, **{k: v for k, v in extra.items() if k in ("embedder", "llm")})
     named = session is not None or cfg.session != DEFAULT_SESSION or private_prefix is None
     overrides: dict[str, Any] = {} if named else {"sessions": None}
     kb = KnowledgeBase.from_settings(cfg, **overrides)
     if kb.lock is not None:
-        import sys
-
         kb.lock.on_wait = lambda text: print(text, file=sys.stderr, flush=True)
-    import secrets  # (not at module level: every kt command imports this module)
+    import secrets  # deferred: keeps kt --help fast
 
     run_session = cfg.session if named else f"{private_prefix}-{secrets.token_hex(4)}"
     return KnowledgeMapTools(cfg.collection, top_k=top_k, kb=kb, session=run_session), named
@@ -51,7 +53,7 @@ def register(app: typer.Typer) -> None:
 
         Read history is per connection unless --session (or KNOWTOLOGY_SESSION) names a shared one.
         """
-        from knowtology_cli.integrations.mcp import run_stdio
+        from knowtology_cli.integrations.mcp import run_stdio  # deferred: keeps kt --help fast
 
         with handled():
             tools, named = open_tools(store, collection, session, top_k=top_k, private_prefix="mcp")
@@ -70,7 +72,7 @@ def register(app: typer.Typer) -> None:
 
         Each request's read history is the session named by its X-Knowtology-Session header (default: --session).
         """
-        from knowtology_cli.integrations.fastapi import serve
+        from knowtology_cli.integrations.fastapi import serve  # deferred: keeps kt --help fast
 
         with handled():
             tools, _ = open_tools(store, collection, session, top_k=top_k)
@@ -90,9 +92,9 @@ def register(app: typer.Typer) -> None:
         Fed from a pipe or file (kt repl < script.kt), it runs the lines as a script: no prompts, and it
         stops with exit status 1 at the first failing line unless --keep-going.
         """
-        from knowtology_cli.repl import Repl
+        from knowtology_cli.repl import Repl  # deferred: loads prompt_toolkit
 
-        from .render import print_browse, print_hits, print_read
+        from .render import print_browse, print_hits, print_read  # deferred: keeps kt --help fast
 
         with handled():
             tools, _ = open_tools(store, collection, session, top_k=top_k)
@@ -116,9 +118,7 @@ def register(app: typer.Typer) -> None:
         An answer that cites no chunk it read is asked for once more; if it still cites none, kt ask
         prints it with a warning and exits with code 3.
         """
-        from dataclasses import asdict
-
-        from knowtology_cli.agent import EXIT_UNCITED, ask
+        from knowtology_cli.agent import EXIT_UNCITED, ask  # deferred: keeps kt --help fast
 
         with handled(as_json):
             tools, _ = open_tools(store, collection, session, top_k=top_k, private_prefix="ask", llm=llm)
@@ -138,8 +138,6 @@ def register(app: typer.Typer) -> None:
                       f"{result.output_tokens:,} out, ${result.cost_usd:.4f}", markup=False, style="dim")
         if result.stopped:
             with handled():
-                from knowtology_cli.errors import KnowtologyError
-
                 raise KnowtologyError(f"stopped after {result.steps_taken} steps without a final answer",
                                       hint="raise --max-steps or ask a narrower question")
         if result.uncited:
@@ -157,7 +155,7 @@ class _StepPrinter:
         self.last_turn = 0
 
     def __call__(self, step: Any) -> None:
-        from rich.markup import escape
+        from rich.markup import escape  # deferred: heavy
 
         args = ", ".join(f"{k}={v!r}" for k, v in step.arguments.items())
         cost = ""
@@ -172,8 +170,7 @@ class _StepPrinter:
 
 
 def _chat_client(cfg: Any) -> Any:
-    from knowtology_cli.errors import ConfigError
-    from knowtology_cli.kb import llm_from_settings
+    from knowtology_cli.kb import llm_from_settings  # deferred: keeps kt --help fast
 
     if not cfg.llm:
         raise ConfigError("kt ask needs a model", hint="pass --llm openai:MODEL or anthropic:MODEL (or set KNOWTOLOGY_LLM)")

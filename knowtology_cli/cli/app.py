@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from typing import Annotated
 
 import typer
 
+from .. import __version__
+from ..stores import heavy_imports
+from . import agents, bench, export, scale, sources
 from .common import (
     CollectionOpt,
     JsonOpt,
@@ -69,8 +73,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
-
         print(f"kt {__version__}")
         raise typer.Exit(0)
 
@@ -137,7 +139,7 @@ def build(
 ) -> None:
     """Build or extend the category tree (new and changed chunks only, unless --rebuild)."""
     with handled(as_json):
-        from ..config import parse_timeout
+        from ..config import parse_timeout  # deferred: keeps kt --help fast
 
         seconds = parse_timeout(timeout, "--timeout")
         kb = open_kb(store, collection, llm=llm)
@@ -169,7 +171,7 @@ def browse(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the map: categories under PATH with counts; at a leaf, its chunks' snippets."""
-    from .render import print_browse
+    from .render import print_browse  # deferred: keeps kt --help fast
 
     run(as_json, lambda: open_kb(store, collection).browse(path, depth=depth),
         lambda r: print_browse(r, store=store, collection=collection))
@@ -194,7 +196,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Search by meaning and keywords (hybrid); returns snippets and chunk ids, never full text."""
-    from .render import print_hits
+    from .render import print_hits  # deferred: keeps kt --help fast
 
     def warn(text: str) -> None:
         print(f"Warning: {text}", file=sys.stderr, flush=True)
@@ -217,7 +219,7 @@ def grep(
     as_json: JsonOpt = False,
 ) -> None:
     """Keyword search (BM25) or exact --regex match; returns snippets and chunk ids, never full text."""
-    from .render import print_hits
+    from .render import print_hits  # deferred: keeps kt --help fast
 
     run(as_json, lambda: open_kb(store, collection).grep(terms, k=k, under=under, regex=regex, min_score=min_score),
         lambda r: print_hits(r, fmt.value))
@@ -236,7 +238,7 @@ def read(
     as_json: JsonOpt = False,
 ) -> None:
     """Full text of chunks; a repeat read in the same session answers (already read — skip)."""
-    from .render import print_read
+    from .render import print_read  # deferred: keeps kt --help fast
 
     run(as_json, lambda: open_kb(store, collection, session).read(chunk_ids, force=force, context=context),
         lambda r: print_read(r, fmt.value))
@@ -245,7 +247,7 @@ def read(
 @app.command()
 def status(store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
     """Collections with chunk counts, tree coverage, embedder and staleness."""
-    from .render import print_status
+    from .render import print_status  # deferred: keeps kt --help fast
 
     run(as_json, lambda: open_kb(store, None).status(collection=collection), print_status)
 
@@ -253,7 +255,7 @@ def status(store: StoreOpt = None, collection: CollectionOpt = None, as_json: Js
 @session_app.command("list")
 def session_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List sessions and how many chunks each has read."""
-    from .render import print_sessions
+    from .render import print_sessions  # deferred: keeps kt --help fast
 
     def fn() -> dict:
         kb = open_kb(store, None)
@@ -295,8 +297,6 @@ def session_reset(name: Annotated[str | None, typer.Argument(help="Session name 
 
 def _register_extensions() -> None:
     """Commands that live in their own modules (agents, integrations, benchmarks, scale-out)."""
-    from . import agents, bench, export, scale, sources
-
     agents.register(app)
     export.register(app)
     bench.register(app)
@@ -309,10 +309,6 @@ _register_extensions()
 
 def main() -> None:
     """Console-script entry point."""
-    import os
-
-    from ..stores import heavy_imports
-
     heavy_imports.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
     # pydantic scans every installed distribution's entry points for plugins when the first model is
     # defined (~10% of `kt browse`); kt uses none. An explicit PYDANTIC_DISABLE_PLUGINS is honoured.

@@ -26,7 +26,7 @@ def _say(text: str) -> None:
 
 
 def _finish(name: str, result: dict[str, Any], out: Path, as_json: bool, markdown: str) -> None:
-    from knowtology_cli.bench.report import write_json
+    from knowtology_cli.bench.report import write_json  # deferred: keeps kt --help fast
 
     path = write_json(out, name, result)
     if as_json:
@@ -46,8 +46,11 @@ def retrieval(
     as_json: JsonOpt = False,
 ) -> None:
     """nDCG@10, Recall@10/100, MRR@10 and latency of keyword/semantic/hybrid beside BM25, exact dense, fusion."""
-    from knowtology_cli.bench.report import presets_markdown, retrieval_markdown
-    from knowtology_cli.bench.retrieval import run_many
+    from knowtology_cli.bench.report import (  # deferred: keeps kt --help fast
+        presets_markdown,
+        retrieval_markdown,
+    )
+    from knowtology_cli.bench.retrieval import run_many  # deferred: loads numpy
 
     with handled(as_json):
         result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, fts_variants=fts_variants,
@@ -65,7 +68,7 @@ def tokens(
     as_json: JsonOpt = False,
 ) -> None:
     """Token economy (tiktoken o200k_base): full chunks vs snippets-then-read, single turn and sessions."""
-    from knowtology_cli.bench.tokens import run_many, tokens_markdown
+    from knowtology_cli.bench.tokens import run_many, tokens_markdown  # deferred: loads numpy
 
     with handled(as_json):
         result = run_many(data_dirs, out_dir=out, embedder=embedder, limit=limit, message=_say)
@@ -86,7 +89,7 @@ def speed(
     as_json: JsonOpt = False,
 ) -> None:
     """Cold CLI start-up vs `python -c pass`, ingest vs bare embedder, warm latency at scale, peak RSS."""
-    from knowtology_cli.bench.speed import run_speed, speed_markdown
+    from knowtology_cli.bench.speed import run_speed, speed_markdown  # deferred: loads numpy
 
     with handled(as_json):
         result = run_speed(data_dir, sizes=[int(s) for s in sizes.split(",") if s.strip()], ann=ann, out_dir=out,
@@ -112,7 +115,12 @@ def tree(
 
     With --incremental: placement of added documents by an incremental build vs a full rebuild.
     """
-    from knowtology_cli.bench.tree import incremental_markdown, run_incremental, run_trees, trees_markdown
+    from knowtology_cli.bench.tree import (  # deferred: loads numpy
+        incremental_markdown,
+        run_incremental,
+        run_trees,
+        trees_markdown,
+    )
 
     if incremental:
         with handled(as_json):
@@ -145,7 +153,7 @@ def build_(
     With --compare PATH: the offline, hybrid and seed LLM builders on the same documents — calls, tokens,
     wall time, where names came from, and name routing accuracy.
     """
-    from knowtology_cli.bench.build import (
+    from knowtology_cli.bench.build import (  # deferred: loads numpy
         LOCAL_GEN_TPS,
         LOCAL_PREFILL_TPS,
         build_markdown,
@@ -174,7 +182,7 @@ def all_(
     as_json: JsonOpt = False,
 ) -> None:
     """The default set behind `make bench` (≈15 min on 2 cores once the stores are cached)."""
-    from knowtology_cli.bench.suite import run_all, suite_markdown
+    from knowtology_cli.bench.suite import run_all, suite_markdown  # deferred: keeps kt --help fast
 
     with handled(as_json):
         result = run_all(embedder=embedder, quick=quick, out_dir=out, message=_say)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InputError, KnowtologyError
+from .group import quiet_exit_on_closed_pipe
 
 #: console width when output is not a terminal and COLUMNS is unset: lines are never cut
 UNLIMITED = 1_000_000
@@ -69,9 +71,7 @@ def styled_output(stream: Any = None) -> bool:
 
 @functools.cache
 def _console_class() -> Any:
-    from rich.console import Console
-
-    from .group import quiet_exit_on_closed_pipe
+    from rich.console import Console  # deferred: heavy
 
     class QuietPipeConsole(Console):
         """rich exits 1 when the reader closes the pipe; ``kt … | head`` should end quietly with 0."""
@@ -84,15 +84,13 @@ def _console_class() -> Any:
 
 def hint(text: str) -> None:
     """One dim ``Hint: …`` line on stderr (what to run next); stdout stays the command's output."""
-    from rich.markup import escape
+    from rich.markup import escape  # deferred: heavy
 
     console(stderr=True).print(f"[dim]Hint: {escape(text)}[/]")
 
 
 def command_line(*words: str, store: str | None = None, collection: str | None = None) -> str:
     """``kt WORDS…`` with the ``--store`` / ``-c`` the user gave, shell-quoted: a command to copy."""
-    import shlex
-
     parts = ["kt", *words]
     if store:
         parts += ["--store", store]
@@ -102,14 +100,14 @@ def command_line(*words: str, store: str | None = None, collection: str | None =
 
 
 def settings(store: str | None, collection: str | None, session: str | None = None, **extra: Any) -> Any:
-    from ..config import load_settings
+    from ..config import load_settings  # deferred: keeps kt --help fast
 
     return load_settings(store=store, collection=collection, session=session, **extra)
 
 
 def open_kb(store: str | None, collection: str | None, session: str | None = None, **extra: Any) -> Any:
     """A KnowledgeBase for the resolved settings; the write lock reports waits on stderr."""
-    from ..kb import KnowledgeBase
+    from ..kb import KnowledgeBase  # deferred: keeps kt --help fast
 
     cfg = settings(store, collection, session, **{k: v for k, v in extra.items() if k in ("embedder", "llm")})
     kb = KnowledgeBase.from_settings(cfg)
@@ -134,7 +132,7 @@ def handled(as_json: bool = False) -> Iterator[None]:
     except KnowtologyError as exc:
         if as_json:
             emit_json({"error": exc.to_dict()})
-        from rich.markup import escape
+        from rich.markup import escape  # deferred: heavy
 
         err = console(stderr=True)
         err.print(f"[bold red]Error:[/] {escape(exc.message)}", markup=True, highlight=False)
@@ -162,7 +160,13 @@ class StderrProgress:
 
     def __enter__(self) -> StderrProgress:
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (  # deferred: heavy
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=console(stderr=True), transient=True)

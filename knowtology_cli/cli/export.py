@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Export the tree as JSON, Markdown, a Mermaid diagram or an HTML page you can open offline."""
-        from knowtology_cli.export import write_new_file
+        from knowtology_cli.export import write_new_file  # deferred: keeps kt --help fast
 
         with handled(as_json):
             result = open_kb(store, collection).export_tree(path, fmt.value, depth=depth, link_base=link_base)
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Load a tree exported with `kt export --format json` onto the same chunks (e.g. one built with an LLM)."""
-        from knowtology_cli.export import read_document_file
+        from knowtology_cli.export import read_document_file  # deferred: keeps kt --help fast
 
         with handled(as_json):
             data, label = read_document_file(file, sys.stdin)

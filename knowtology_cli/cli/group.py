@@ -1,12 +1,4 @@
-"""The root command group: subcommands built on first use, plain metavars, quiet exit on a closed pipe.
-
-``kt browse`` should not pay for turning 20 other commands' signatures into click objects, so the
-root group holds factories and builds only the command that runs (click's documented "lazily
-loading subcommands" pattern); ``kt --help`` lists names and one-line summaries without building
-any. Help shows click's conventional ``TEXT`` / ``INTEGER`` / ``PATHS...`` instead of Python types.
-A reader that closes the pipe early (``kt grep … | head -1``) ends the command quietly with exit 0,
-as ripgrep does.
-"""
+"""The root command group: subcommands built on first use, plain metavars, quiet exit on a closed pipe."""
 
 from __future__ import annotations
 
@@ -20,6 +12,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from typer import main as typer_main
+from typer._click.utils import make_default_short_help
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 _TYPE_METAVARS: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN", Path: "PATH"}
@@ -112,8 +106,6 @@ class LazyCommands(MutableMapping[str, Any]):
 
     def summary(self, name: str, limit: int) -> str:
         """The first sentence of the command's help, as click shortens it, without building it."""
-        from typer._click.utils import make_default_short_help
-
         if name in self._built:
             return self._built[name].get_short_help_str(limit)
         return make_default_short_help(self._summaries.get(name, ""), limit)
@@ -127,7 +119,15 @@ def quiet_exit_on_closed_pipe() -> NoReturn:
 
 
 class KtGroup(TyperGroup):
-    """The root group (see the module docstring)."""
+    """The root group.
+
+    ``kt browse`` should not pay for turning 20 other commands' signatures into click objects, so the
+    root group holds factories and builds only the command that runs (click's documented "lazily
+    loading subcommands" pattern); ``kt --help`` lists names and one-line summaries without building
+    any. Help shows click's conventional ``TEXT`` / ``INTEGER`` / ``PATHS...`` instead of Python types.
+    A reader that closes the pipe early (``kt grep … | head -1``) ends the command quietly with exit 0,
+    as ripgrep does.
+    """
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -163,8 +163,6 @@ class KtGroup(TyperGroup):
 
 def lazy_root(app: typer.Typer, *, completion: bool = True) -> KtGroup:
     """``app``'s root group with every subcommand built only when it is used or its help shown."""
-    from typer import main as typer_main
-
     bare = copy.copy(app)
     bare.registered_commands, bare.registered_groups = [], []
     root = typer_main.get_group(bare)

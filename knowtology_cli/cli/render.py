@@ -1,9 +1,4 @@
-"""Human rendering with rich; the lines match the agent text of ``knowtology_cli.render``.
-
-Lines are fitted to the output width (``COLUMNS``, else the terminal's; pipes get whole lines):
-descriptions and snippets give way first, cut at a word boundary with ``…``; chunk ids and
-counts are never cut.
-"""
+"""Human rendering with rich; the lines match the agent text of ``knowtology_cli.render``."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ def fit_path(path: str, room: int | None) -> str:
     """A category path cut from the left (``…Groceries/Refund Windows``): its last segments say most."""
     if room is None:
         return path
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # deferred: heavy
 
     if cell_len(path) <= room:
         return path
@@ -36,12 +31,16 @@ def fit_path(path: str, room: int | None) -> str:
 def fit(value: str, room: int | None, *, whole_words: bool = False) -> str:
     """``value`` cut to ``room`` terminal cells with ``…``.
 
+    Lines are fitted to the output width (``COLUMNS``, else the terminal's; pipes get whole lines):
+    descriptions and snippets give way first, cut at a word boundary with ``…``; chunk ids and
+    counts are never cut.
+
     The cut goes back to a word boundary when that keeps most of the room (``MAX_WORD_LOSS``), or
     always with ``whole_words`` (then ``""`` when not even the first word fits).
     """
     if room is None:
         return value
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # deferred: heavy
 
     if cell_len(value) <= room:
         return value
@@ -75,7 +74,7 @@ def _line(parts: Segments, tail: tuple[tuple[str, str], str] | None, room: int |
     sep, value = tail[0]
     if room is None:  # a pipe: whole lines, nothing to measure
         return line + [(sep, "dim"), (value, tail[1])]
-    from rich.cells import cell_len
+    from rich.cells import cell_len  # deferred: heavy
 
     left = room - sum(cell_len(t) for t, _ in line) - cell_len(sep)
     shown = fit(value, left, whole_words=True) if left >= MIN_TEXT_CELLS else ""
@@ -92,7 +91,7 @@ def write_lines(lines: list[Segments]) -> None:
     if not styled_output():
         sys.stdout.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
         return
-    from rich.text import Text
+    from rich.text import Text  # deferred: heavy
 
     out = console()
     for line in lines:
@@ -109,7 +108,7 @@ def _chunks(n: int) -> str:
 def _named(prefix: str, name: str, count: str, room: int | None, style: str = "bold cyan") -> list[tuple[str, str]]:
     """Guide, name and count; the name is cut only when even it does not fit."""
     if room is not None:
-        from rich.cells import cell_len
+        from rich.cells import cell_len  # deferred: heavy
 
         name = fit(name, max(1, room - cell_len(prefix) - cell_len(count)))
     return [(prefix, "dim"), (name, style), (count, "")]
@@ -148,7 +147,7 @@ def print_browse(result: BrowseResult, *, store: str | None = None, collection: 
 
 
 def print_hits(result: SearchResult, fmt: str = "text") -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # deferred: heavy
 
     out = console()
     if fmt == "context":
@@ -171,7 +170,7 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
 
 def marked(snippet: str, marks: list[tuple[int, int]]) -> str:
     """Rich markup of ``snippet`` with the matched spans in bold yellow (escaped everywhere else)."""
-    from rich.markup import escape
+    from rich.markup import escape  # deferred: heavy
 
     parts, at = [], 0
     for start, end in sorted(marks):
@@ -212,7 +211,7 @@ def print_read(result: ReadResult, fmt: str = "text") -> None:
 
 
 def print_status(report: StatusReport) -> None:
-    from rich.table import Table
+    from rich.table import Table  # deferred: heavy
 
     out = console()
     if not report.collections:

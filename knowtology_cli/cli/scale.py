@@ -28,8 +28,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Attach an existing Lance table read-only (no chunk is copied); then `kt build -c NAME`."""
-        from ..attach import attach_lance_table
-        from ..stores.attached import ColumnMap
+        from ..attach import attach_lance_table  # deferred: loads numpy
+        from ..stores.attached import ColumnMap  # deferred: loads numpy
 
         columns = ColumnMap(id=id_column, text=text_column, vector=vector_column, doc=doc_column,
                             file=file_column, index=index_column, title=title_column)
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Forget an attached collection and its tree (the table itself is never touched)."""
-        from ..attach import detach as detach_collection
+        from ..attach import detach as detach_collection  # deferred: loads numpy
 
         with handled(as_json):
             kb = open_kb(store, None)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
 
+from ..errors import ConfigError
 from .common import CollectionOpt, JsonOpt, StoreOpt, console, emit_json, handled, open_kb, run
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when stdin is not a terminal).")]
@@ -15,8 +17,6 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would be r
 
 def confirm(question: str, what: str) -> None:
     """Ask ``question`` on a terminal; refuse outright when nobody can answer."""
-    from ..errors import ConfigError
-
     if not sys.stdin.isatty():
         raise ConfigError(f"refusing to {what} without --yes: stdin is not a terminal, so nobody can confirm",
                           hint="pass --yes to go ahead, or --dry-run to see what would go")
@@ -26,13 +26,11 @@ def confirm(question: str, what: str) -> None:
 
 
 def _when(stamp: float) -> str:
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "-"
 
 
 def print_sources(report: Any) -> None:
-    from rich.table import Table
+    from rich.table import Table  # deferred: heavy
 
     out = console()
     if not report.sources and not report.unregistered:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .base import Embedder
+from .hash import HashEmbedder
+from .local import LocalOnnxEmbedder
+from .openai import OpenAIEmbedder
 
 DEFAULT_EMBEDDER = "local:all-MiniLM-L6-v2"
 _LOCAL_ALIASES = {"local", "minilm", "all-minilm-l6-v2", "local:all-minilm-l6-v2"}
@@ -29,19 +32,13 @@ def get_embedder(name: str | None = None, **options: object) -> Embedder:
     name = canonical_name(name or DEFAULT_EMBEDDER)
     kind, _, arg = name.partition(":")
     if kind == "hash":
-        from .hash import HashEmbedder
-
         try:
             return HashEmbedder(int(arg) if arg else 64)
         except ValueError as exc:
             raise ConfigError(f"bad hash embedder dimension: {arg!r}", hint="use hash or hash:DIM") from exc
     if kind == "local":
-        from .local import LocalOnnxEmbedder
-
         return LocalOnnxEmbedder(arg or "all-MiniLM-L6-v2", **options)  # type: ignore[arg-type]
     if kind == "openai":
-        from .openai import OpenAIEmbedder
-
         if not arg:
             raise ConfigError("openai embedder needs a model", hint="e.g. openai:text-embedding-3-small")
         return OpenAIEmbedder(arg, **options)  # type: ignore[arg-type]

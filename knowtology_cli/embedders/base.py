@@ -8,6 +8,8 @@ from typing import Literal
 
 import numpy as np
 
+from ..errors import EmbeddingError
+
 Kind = Literal["document", "query"]
 
 
@@ -45,8 +47,6 @@ class Embedder(ABC):
             batch = list(texts[start : start + self.batch_size])
             vectors = np.asarray(self.embed_batch(batch, kind), dtype=np.float32)
             if vectors.shape != (len(batch), self.dimension):
-                from ..errors import EmbeddingError
-
                 raise EmbeddingError(
                     f"embedder {self.name} returned shape {vectors.shape}, "
                     f"expected {(len(batch), self.dimension)}"

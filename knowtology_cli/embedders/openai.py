@@ -1,9 +1,4 @@
-"""OpenAI embeddings (and any OpenAI-compatible server) through the official ``openai`` SDK.
-
-The API key is taken from the argument or ``OPENAI_API_KEY`` and never appears in a message,
-a log line or an error. 429, 5xx, timeouts and connection errors are retried with exponential
-backoff (``Retry-After`` honoured); everything else fails at once as :class:`EmbeddingError`.
-"""
+"""OpenAI embeddings (and any OpenAI-compatible server) through the official ``openai`` SDK."""
 
 from __future__ import annotations
 
@@ -31,6 +26,10 @@ UNUSED_KEY = "unused"
 
 class OpenAIEmbedder(Embedder):
     """Embeddings from ``POST {base_url}/embeddings`` via the ``openai`` SDK.
+
+    The API key is taken from the argument or ``OPENAI_API_KEY`` and never appears in a message,
+    a log line or an error. 429, 5xx, timeouts and connection errors are retried with exponential
+    backoff (``Retry-After`` honoured); everything else fails at once as :class:`EmbeddingError`.
 
     Args:
         model: model name, e.g. ``text-embedding-3-small`` (``openai:MODEL`` in the registry).
@@ -102,7 +101,7 @@ class OpenAIEmbedder(Embedder):
     def _get_client(self) -> Any:
         if self._client is None:
             try:
-                import openai
+                import openai  # deferred: heavy
             except ImportError as exc:
                 raise EmbeddingError("the openai embedder needs the openai package", hint="pip install openai") from exc
             # Retries are ours (below), so the SDK must not add its own on top.
@@ -128,7 +127,7 @@ class OpenAIEmbedder(Embedder):
 
     def _request(self, texts: Sequence[str]) -> list[list[float]]:
         """One embeddings request with retries; vectors in input order."""
-        import openai
+        import openai  # deferred: heavy
 
         client = self._get_client()
         # The API rejects empty strings; a space embeds as "nothing" just as well.

@@ -1,9 +1,4 @@
-"""Thin adapters that publish the four tools of :mod:`knowtology_cli.tools` to other frameworks.
-
-``mcp`` (MCP server, extra ``[mcp]``), ``langchain`` (StructuredTools, extra ``[langchain]``) and
-``fastapi`` (REST router, extra ``[api]``); each raises a ``ConfigError`` with the install command
-when its package is missing.
-"""
+"""Thin adapters publishing the four tools to MCP, LangChain and FastAPI (each an optional extra)."""
 
 from __future__ import annotations
 

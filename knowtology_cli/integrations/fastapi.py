@@ -1,11 +1,4 @@
-"""FastAPI: a router factory with ``POST /km/browse``, ``/km/search``, ``/km/keyword``, ``/km/read`` (extra ``[api]``).
-
-Request bodies are the tools' argument models, responses carry the compact agent ``text`` plus the
-typed ``result`` record. The read-history session comes from the ``X-Knowtology-Session`` header.
-``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
-anything but loopback without one. Library errors map to their HTTP status with
-``{"detail": {"code", "message", "hint"}}``.
-"""
+"""FastAPI: a router with ``POST /km/browse``, ``/km/search``, ``/km/keyword``, ``/km/read`` (``[api]``)."""
 
 from __future__ import annotations
 
@@ -17,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from knowtology_cli import __version__
 from knowtology_cli.config import validate_name
 from knowtology_cli.errors import ConfigError, KnowtologyError
+from knowtology_cli.export_page import CONTENT_SECURITY_POLICY
 from knowtology_cli.models import BrowseResult, ReadResult, SearchResult
 from knowtology_cli.tool_specs import TOOLS, ToolDef
 
@@ -96,13 +91,20 @@ def check_bind(host: str, token: str | None) -> None:
 def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix: str = "/km") -> Any:
     """An ``APIRouter`` with the four tool routes.
 
+    Request bodies are the tools' argument models, responses carry the compact agent ``text`` plus the
+    typed ``result`` record. The read-history session comes from the ``X-Knowtology-Session`` header.
+    ``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every
+    route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
+    anything but loopback without one. Library errors map to their HTTP status with
+    ``{"detail": {"code", "message", "hint"}}``.
+
     Args:
         tools: the shared tool layer.
         token: when set, every route requires ``Authorization: Bearer <token>``.
         prefix: the routes' prefix (default ``/km``).
     """
     require("fastapi", "api", "the FastAPI router")
-    from fastapi import APIRouter, Depends
+    from fastapi import APIRouter, Depends  # deferred: optional extra
 
     dependencies = [Depends(_bearer_check(token))] if token else []
     errors: dict[int | str, dict[str, Any]] = {
@@ -130,9 +132,7 @@ def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix:
 def create_app(tools: KnowledgeMapTools, *, token: str | None = None) -> Any:
     """A FastAPI app serving :func:`create_router` (OpenAPI docs at ``/docs``)."""
     require("fastapi", "api", "the FastAPI app")
-    from fastapi import FastAPI
-
-    from knowtology_cli import __version__
+    from fastapi import FastAPI  # deferred: optional extra
 
     app = FastAPI(
         title="Knowtology",
@@ -147,10 +147,8 @@ def create_app(tools: KnowledgeMapTools, *, token: str | None = None) -> Any:
 
 def _add_map_page(app: Any, tools: KnowledgeMapTools, token: str | None) -> None:
     """``GET /``: the collection's tree as the self-contained HTML page of ``kt export --format html``."""
-    from fastapi import Depends, HTTPException
-    from fastapi.responses import HTMLResponse
-
-    from knowtology_cli.export_page import CONTENT_SECURITY_POLICY
+    from fastapi import Depends, HTTPException  # deferred: optional extra
+    from fastapi.responses import HTMLResponse  # deferred: optional extra
 
     def map_page() -> HTMLResponse:
         try:
@@ -174,7 +172,7 @@ def serve(
     """Run the app with uvicorn until interrupted; refuses a public bind without ``token``."""
     check_bind(host, token)
     require("uvicorn", "api", "kt serve")
-    import uvicorn
+    import uvicorn  # deferred: optional extra
 
     app = create_app(tools, token=token)
     announce(f"serving the knowledge map of collection {tools.collection!r} on http://{host}:{port}/km "
@@ -183,8 +181,8 @@ def serve(
 
 
 def _bearer_check(token: str) -> Callable[..., None]:
-    from fastapi import Depends, HTTPException
-    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from fastapi import Depends, HTTPException  # deferred: optional extra
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # deferred: optional extra
 
     scheme = HTTPBearer(auto_error=False, description="KNOWTOLOGY_API_TOKEN")
     expected = token.encode()
@@ -204,7 +202,7 @@ def _bearer_check(token: str) -> Callable[..., None]:
 
 def _endpoint(tools: KnowledgeMapTools, spec: ToolDef, response_model: type[_Response]) -> Callable[..., Any]:
     """A sync endpoint (FastAPI runs it in its thread pool) taking ``spec.args`` as the JSON body."""
-    from fastapi import Header, HTTPException
+    from fastapi import Header, HTTPException  # deferred: optional extra
 
     def endpoint(body: Any, session: Any = None) -> Any:
         try:

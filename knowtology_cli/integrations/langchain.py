@@ -1,12 +1,8 @@
-"""LangChain: the four tools as ``StructuredTool``s named ``km_*`` with typed arguments.
-
-Each tool returns the compact agent text as its content and the typed record
-(``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
-back to the agent as ``Error: ...`` text instead of ending the run.
-"""
+"""LangChain: the four tools as ``StructuredTool``s named ``km_*`` with typed arguments."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import KnowtologyError
@@ -21,6 +17,10 @@ if TYPE_CHECKING:
 def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> list[Any]:
     """``StructuredTool``s for ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
 
+    Each tool returns the compact agent text as its content and the typed record
+    (``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
+    back to the agent as ``Error: ...`` text instead of ending the run.
+
     Args:
         tools: the shared tool layer.
         session: read-history session for ``km_read_chunks`` (default: the tools' session).
@@ -30,9 +30,7 @@ def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> 
 
 
 def _structured_tool(tools: KnowledgeMapTools, spec: ToolDef, session: str | None) -> Any:
-    import asyncio
-
-    from langchain_core.tools import StructuredTool, ToolException
+    from langchain_core.tools import StructuredTool, ToolException  # deferred: optional extra
 
     def run(**kwargs: Any) -> tuple[str, dict[str, Any]]:
         try:

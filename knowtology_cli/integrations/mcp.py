@@ -1,14 +1,4 @@
-"""MCP: the four tools as an MCP server (``kt mcp`` runs it on stdio; extra ``[mcp]``).
-
-Every tool answers with the compact agent text. Read history is kept per MCP connection (each
-connection gets its own generated session) unless a named session is configured, in which case
-all connections share it. Over stdio a process serves exactly one client, so ``kt mcp`` keeps one
-session for the life of the process: that holds for the handshake-era session
-(``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
-2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
-state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
-bad path or id never ends the server.
-"""
+"""MCP: the four tools as an MCP server (``kt mcp`` runs it on stdio; extra ``[mcp]``)."""
 
 from __future__ import annotations
 
@@ -17,8 +7,10 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 from pydantic import Field
 
+from knowtology_cli import __version__
 from knowtology_cli.errors import KnowtologyError
 from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
 
@@ -73,6 +65,15 @@ def _new_name() -> str:
 def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, name: str = SERVER_NAME) -> Any:
     """An ``MCPServer`` exposing ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
 
+    Every tool answers with the compact agent text. Read history is kept per MCP connection (each
+    connection gets its own generated session) unless a named session is configured, in which case
+    all connections share it. Over stdio a process serves exactly one client, so ``kt mcp`` keeps one
+    session for the life of the process: that holds for the handshake-era session
+    (``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
+    2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
+    state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
+    bad path or id never ends the server.
+
     Args:
         tools: the shared tool layer.
         session: a named read-history session shared by every connection; None gives each
@@ -80,8 +81,8 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
         name: the server name announced to clients.
     """
     require("mcp.server.mcpserver", "mcp", "the MCP server")
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
+    from mcp.server.mcpserver import MCPServer  # deferred: optional extra
+    from mcp.types import ToolAnnotations  # deferred: optional extra
 
     server = MCPServer(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     sessions = ConnectionSessions(session)
@@ -109,9 +110,8 @@ def run_stdio(tools: KnowledgeMapTools, *, session: str | None = None) -> None:
 
 def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: ConnectionSessions) -> Any:
     """An async function whose signature is the tool's argument model (MCP derives its schema)."""
-    import anyio
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver import Context  # deferred: optional extra
+    from mcp.server.mcpserver.exceptions import ToolError  # deferred: optional extra
 
     async def tool(ctx: Context, **arguments: Any) -> str:
         session = sessions.name_for(ctx.session)
@@ -138,6 +138,4 @@ def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: Connection
 
 
 def _version() -> str:
-    from knowtology_cli import __version__
-
     return __version__

@@ -10,6 +10,7 @@ from typing import Any
 
 from knowtology_cli.errors import ConfigError
 
+from .anthropic import AnthropicClient
 from .base import (
     CallUsage,
     ChatMessage,
@@ -26,6 +27,7 @@ from .base import (
     ToolSpec,
     usage_of,
 )
+from .openai import OpenAIClient
 from .profiles import DEFAULT_PROFILE, PROFILES, ModelProfile, get_profile
 
 PROVIDERS = ("openai", "anthropic")
@@ -91,9 +93,6 @@ def get_llm(
         options["max_retries"] = max_retries
     options.setdefault("profile", get_profile(model, profile_overrides))
     if provider == "openai":
-        from .openai import OpenAIClient
-
         return OpenAIClient(api_key=api_key, model=model, base_url=base_url, **options)
-    from .anthropic import AnthropicClient
 
     return AnthropicClient(api_key=api_key, model=model, base_url=base_url, **options)

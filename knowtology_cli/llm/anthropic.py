@@ -1,10 +1,4 @@
-"""AnthropicClient: Claude over the real SDK, structured replies through a forced tool call.
-
-Structured replies use ``POST {base_url}/v1/messages`` with one tool (``record_tree`` for tree
-building) whose ``input_schema`` is the reply schema and ``tool_choice`` forcing it; the JSON
-object is the ``tool_use`` block's ``input``. The SDK is imported on first use and its own
-retries are off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
-"""
+"""AnthropicClient: Claude over the real SDK, structured replies through a forced tool call."""
 
 from __future__ import annotations
 
@@ -33,6 +27,11 @@ TOOL_DESCRIPTION = "Record the reply. Call this tool exactly once with the compl
 
 class AnthropicClient(LLMClient):
     """Messages API client for ``anthropic:MODEL``.
+
+    Structured replies use ``POST {base_url}/v1/messages`` with one tool (``record_tree`` for tree
+    building) whose ``input_schema`` is the reply schema and ``tool_choice`` forcing it; the JSON
+    object is the ``tool_use`` block's ``input``. The SDK is imported on first use and its own
+    retries are off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
 
     Args:
         api_key: the key; default ``ANTHROPIC_API_KEY``.
@@ -80,7 +79,7 @@ class AnthropicClient(LLMClient):
             self._missing_key()
         with self._client_lock:
             if self._client is None:
-                import anthropic
+                import anthropic  # deferred: heavy
 
                 self._client = anthropic.Anthropic(
                     api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
@@ -186,7 +185,7 @@ class AnthropicClient(LLMClient):
         return inp, out, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
-        import anthropic
+        import anthropic  # deferred: heavy
 
         return classify_sdk_error(exc, anthropic, provider="anthropic", where=self.base_url or "api.anthropic.com",
                                   env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError)

@@ -1,27 +1,9 @@
-"""The LLMClient ABC: one abstract provider call; retries, backoff, JSON parsing and errors live here.
-
-Subclasses implement :meth:`LLMClient._request_json` (one structured-JSON call) and, for the
-``kt ask`` agent loop, :meth:`LLMClient._request_chat` (one tool-calling chat turn). They raise
-the SDK's own exceptions, or :class:`MalformedReply` for a reply that cannot be used, and map SDK
-exceptions in :meth:`LLMClient._classify`. The base class turns that into:
-
-* transport retries (429, 408, 409, 5xx, timeouts, connection errors) with exponential backoff and
-  jitter, honouring ``retry-after`` / ``retry-after-ms``;
-* output retries (reply not JSON, not an object, or rejected by the caller's ``validate``);
-* :class:`~knowtology_cli.errors.LLMError` / :class:`~knowtology_cli.errors.LLMOutputError` with
-  messages that never contain the API key or auth headers (:class:`LLMTimeoutError` when every
-  attempt ran out of time, naming the per-attempt timeout; :class:`LLMContextOverflowError` when
-  the server refused the prompt as longer than its context; :class:`LLMCancelledError` when the
-  caller's cancel event was set before an attempt).
-
-Every attempt that got a reply is paid for: its usage (``usage_estimated`` when the server sent
-none and the tokenizer counted) adds up in :attr:`LLMClient.usage`, in the returned
-:class:`LLMResponse`, and in the ``usage`` (:class:`CallUsage`) of any error raised after it.
-"""
+"""The LLMClient ABC: one abstract provider call; retries, backoff, JSON parsing and errors live here."""
 
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import logging
 import random
@@ -32,10 +14,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowtology_cli.errors import ConfigError, LLMError, LLMOutputError
+from knowtology_cli.tokens import count_tokens
 
 from .profiles import ModelProfile, get_profile
 
@@ -294,9 +278,6 @@ def is_loopback_url(url: str | None) -> bool:
     """True for ``http://localhost…``, ``127.x.x.x`` and ``[::1]`` URLs (a server on this machine)."""
     if not url:
         return False
-    import ipaddress
-    from urllib.parse import urlsplit
-
     host = (urlsplit(url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
@@ -325,6 +306,24 @@ def _loads_object(text: str) -> dict[str, Any]:
 
 class LLMClient(ABC):
     """A chat model behind one provider, with retries and structured-JSON replies.
+
+    Subclasses implement :meth:`LLMClient._request_json` (one structured-JSON call) and, for the
+    ``kt ask`` agent loop, :meth:`LLMClient._request_chat` (one tool-calling chat turn). They raise
+    the SDK's own exceptions, or :class:`MalformedReply` for a reply that cannot be used, and map SDK
+    exceptions in :meth:`LLMClient._classify`. The base class turns that into:
+
+    * transport retries (429, 408, 409, 5xx, timeouts, connection errors) with exponential backoff and
+      jitter, honouring ``retry-after`` / ``retry-after-ms``;
+    * output retries (reply not JSON, not an object, or rejected by the caller's ``validate``);
+    * :class:`~knowtology_cli.errors.LLMError` / :class:`~knowtology_cli.errors.LLMOutputError` with
+      messages that never contain the API key or auth headers (:class:`LLMTimeoutError` when every
+      attempt ran out of time, naming the per-attempt timeout; :class:`LLMContextOverflowError` when
+      the server refused the prompt as longer than its context; :class:`LLMCancelledError` when the
+      caller's cancel event was set before an attempt).
+
+    Every attempt that got a reply is paid for: its usage (``usage_estimated`` when the server sent
+    none and the tokenizer counted) adds up in :attr:`LLMClient.usage`, in the returned
+    :class:`LLMResponse`, and in the ``usage`` (:class:`CallUsage`) of any error raised after it.
 
     Args:
         model: the provider's model name.
@@ -530,8 +529,6 @@ class LLMClient(ABC):
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the profile's tokenizer, scaled to the provider's (an estimate)."""
-        from knowtology_cli.tokens import count_tokens
-
         return self.profile.provider_tokens(count_tokens(text, self.profile.encoding))
 
     # ----------------------------------------------------------------- machinery

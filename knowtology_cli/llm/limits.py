@@ -1,19 +1,4 @@
-"""Ask an OpenAI-compatible server what context window it runs the model with.
-
-Local and self-hosted servers publish it in different places; each is tried once, with a short
-timeout, and the first answer wins:
-
-* llama.cpp ``llama-server``: ``GET /props`` → ``default_generation_settings.n_ctx`` (the context
-  the server was started with; ``/v1/models``' ``meta.n_ctx_train`` is only the training length);
-* vLLM: ``GET /v1/models`` → ``data[].max_model_len``; LM Studio ``GET /api/v0/models`` →
-  ``loaded_context_length``; routers that list ``context_length`` / ``context_window``;
-* Ollama: ``GET /api/ps`` → ``context_length`` of the loaded model, else ``POST /api/show`` →
-  ``num_ctx`` in its ``parameters`` (Ollama's OpenAI endpoint cuts longer prompts silently, so
-  without either the model's trained length is *not* used: the profile stands).
-
-Nothing here raises: a server that says nothing (or is down) gives None, and the caller keeps the
-profile's figures and says so.
-"""
+"""Ask an OpenAI-compatible server what context window it runs the model with."""
 
 from __future__ import annotations
 
@@ -48,7 +33,7 @@ def http_fetch(api_key: str | None, timeout: float = DISCOVERY_TIMEOUT) -> Fetch
     """A ``fetch(method, url, json_body) -> decoded JSON or None`` over httpx (no retries, no raise)."""
 
     def fetch(method: str, url: str, body: dict[str, Any] | None) -> Any | None:
-        import httpx
+        import httpx  # deferred: heavy
 
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         try:
@@ -77,7 +62,22 @@ def _model_entry(listing: Any, model: str) -> dict[str, Any] | None:
 
 
 def discover(base_url: str, model: str, fetch: Fetch) -> ServerLimits | None:
-    """The context window the server at ``base_url`` states for ``model``, or None (see the module)."""
+    """The context window the server at ``base_url`` states for ``model``, or None (see the module).
+
+    Local and self-hosted servers publish it in different places; each is tried once, with a short
+    timeout, and the first answer wins:
+
+    * llama.cpp ``llama-server``: ``GET /props`` → ``default_generation_settings.n_ctx`` (the context
+      the server was started with; ``/v1/models``' ``meta.n_ctx_train`` is only the training length);
+    * vLLM: ``GET /v1/models`` → ``data[].max_model_len``; LM Studio ``GET /api/v0/models`` →
+      ``loaded_context_length``; routers that list ``context_length`` / ``context_window``;
+    * Ollama: ``GET /api/ps`` → ``context_length`` of the loaded model, else ``POST /api/show`` →
+      ``num_ctx`` in its ``parameters`` (Ollama's OpenAI endpoint cuts longer prompts silently, so
+      without either the model's trained length is *not* used: the profile stands).
+
+    Nothing here raises: a server that says nothing (or is down) gives None, and the caller keeps the
+    profile's figures and says so.
+    """
     root = _root(base_url)
     props = fetch("GET", f"{root}/props", None)
     if isinstance(props, dict):

@@ -1,10 +1,4 @@
-"""OpenAIClient: OpenAI and OpenAI-compatible servers (Ollama, vLLM, llama.cpp) over the real SDK.
-
-Structured replies use ``POST {base_url}/chat/completions`` with
-``response_format = {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}``;
-the JSON object is the message content. The SDK is imported on first use and its own retries are
-off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
-"""
+"""OpenAIClient: OpenAI and OpenAI-compatible servers (Ollama, vLLM, llama.cpp) over the real SDK."""
 
 from __future__ import annotations
 
@@ -28,6 +22,7 @@ from .base import (
     ToolSpec,
     classify_sdk_error,
 )
+from .limits import discover, http_fetch
 
 OFFICIAL_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "not-needed"  # local OpenAI-compatible servers accept any key
@@ -35,6 +30,11 @@ PLACEHOLDER_KEY = "not-needed"  # local OpenAI-compatible servers accept any key
 
 class OpenAIClient(LLMClient):
     """Chat Completions client for ``openai:MODEL``.
+
+    Structured replies use ``POST {base_url}/chat/completions`` with
+    ``response_format = {"type": "json_schema", "json_schema": {"name", "strict": true, "schema"}}``;
+    the JSON object is the message content. The SDK is imported on first use and its own retries are
+    off: :class:`~knowtology_cli.llm.base.LLMClient` retries.
 
     Args:
         api_key: the key; default ``OPENAI_API_KEY``. A custom ``base_url`` (a local server) works
@@ -93,7 +93,7 @@ class OpenAIClient(LLMClient):
             self._missing_key()
         with self._client_lock:
             if self._client is None:
-                import openai
+                import openai  # deferred: heavy
 
                 self._client = openai.OpenAI(
                     api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
@@ -194,7 +194,6 @@ class OpenAIClient(LLMClient):
         """The context window an OpenAI-compatible server publishes (see ``llm.limits``); None for OpenAI's API."""
         if self._official or self.base_url is None:
             return None
-        from .limits import discover, http_fetch
 
         key = None if self._api_key == PLACEHOLDER_KEY else self._api_key
         return discover(self.base_url, self.model, http_fetch(key))
@@ -212,7 +211,7 @@ class OpenAIClient(LLMClient):
         return prompt, completion, estimated
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
-        import openai
+        import openai  # deferred: heavy
 
         return classify_sdk_error(exc, openai, provider="openai", where=self.base_url or "api.openai.com",
                                   env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError)

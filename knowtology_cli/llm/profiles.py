@@ -1,9 +1,6 @@
-"""Model profiles: context window, output limit, prices and the seed batch size per model.
+"""Model profiles: context window, output limit, list prices and the fixed batch size per model.
 
-Figures are the providers' public limits and list prices (USD per million tokens) for the models
-named in the issue. Unknown models get :data:`DEFAULT_PROFILE` (small and free-priced) so a plan
-never overflows an unknown server; ``config.toml`` can override any field per model
-(``[profiles."my-model"] context_window = 32768``).
+Unknown models get :data:`DEFAULT_PROFILE`; ``config.toml`` overrides any field per model.
 """
 
 from __future__ import annotations
@@ -125,6 +122,10 @@ def _match(model: str, keys: Mapping[str, Any]) -> str | None:
 
 def get_profile(model: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> ModelProfile:
     """The profile for ``model`` (longest prefix match), with config overrides applied.
+
+    Figures are the providers' public limits and list prices (USD per million tokens). Unknown
+    models get :data:`DEFAULT_PROFILE` (small and free-priced) so a plan never overflows an unknown
+    server; ``[profiles."my-model"] context_window = 32768`` in ``config.toml`` overrides a field.
 
     ``gpt-4o-mini-2024-07-18`` resolves to ``gpt-4o-mini``, ``claude-haiku-4-5-20251001`` to
     ``claude-haiku-4-5``; anything unknown to the conservative default. ``overrides`` maps model

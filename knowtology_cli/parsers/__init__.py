@@ -1,19 +1,4 @@
-"""Document parsers behind one interface: a file (path or bytes) in, titled sections of clean blocks out.
-
-Every format has a parser made for it: Markdown (markdown-it-py, CommonMark), reStructuredText
-(docutils), HTML (lxml), PDF (pypdfium2) and plain text (paragraphs). Each returns a `Document`:
-sections with their title path (``Billing › Refunds › Partial refunds``) made of `Block`s whose
-text is clean (no markup a reader would trip over) and which know their place in the source —
-lines for text formats, pages for PDF — so a chunk can be cited and the original opened there.
-
-Formats are recognised by content type first, then by the file name with compound extensions
-(``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
-an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
-``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
-
-Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
-version re-chunks the files it reads while unchanged files under the same version embed nothing.
-"""
+"""Document parsers behind one interface: a file (path or bytes) in, titled sections of clean blocks out."""
 
 from __future__ import annotations
 
@@ -23,6 +8,9 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
 from .base import PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
+from .markdown import parse_markdown
+from .rst import parse_rst
+from .text import parse_text
 
 __all__ = [
     "DOCUMENT_FORMATS",
@@ -103,25 +91,19 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
 
 def _parser(fmt: str) -> Callable[..., Document]:
     if fmt == "markdown":
-        from .markdown import parse_markdown
-
         return parse_markdown
     if fmt == "rst":
-        from .rst import parse_rst
-
         return parse_rst
     if fmt == "text":
-        from .text import parse_text
-
         return parse_text
     if fmt in _EXTRAS:
         extra, module = _EXTRAS[fmt]
         parser: Callable[..., Document]
         try:
             if fmt == "html":
-                from .html import parse_html as parser
+                from .html import parse_html as parser  # deferred: loads lxml
             else:
-                from .pdf import parse_pdf as parser
+                from .pdf import parse_pdf as parser  # deferred: loads pypdfium2
         except ImportError as exc:
             raise ConfigError(
                 f"reading {fmt.upper()} needs the optional {module} parser, which is not installed",
@@ -152,6 +134,20 @@ def parse(
     content_type: str | None = None,
 ) -> Document:
     """Parse one document into sections of clean, located blocks.
+
+    Every format has a parser made for it: Markdown (markdown-it-py, CommonMark), reStructuredText
+    (docutils), HTML (lxml), PDF (pypdfium2) and plain text (paragraphs). Each returns a `Document`:
+    sections with their title path (``Billing › Refunds › Partial refunds``) made of `Block`s whose
+    text is clean (no markup a reader would trip over) and which know their place in the source —
+    lines for text formats, pages for PDF — so a chunk can be cited and the original opened there.
+
+    Formats are recognised by content type first, then by the file name with compound extensions
+    (``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
+    an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
+    ``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
+
+    Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
+    version re-chunks the files it reads while unchanged files under the same version embed nothing.
 
     Args:
         source: a path, or the file's bytes (``str`` is taken as the text of a text format).

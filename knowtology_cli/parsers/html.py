@@ -1,16 +1,4 @@
-"""HTML through lxml (libxml2's HTML parser): headings open sections, page furniture is dropped.
-
-lxml was chosen over faster tree builders because every element knows its source line
-(``sourceline``), which is what provenance needs, and it is what the field's extractors
-(trafilatura, readability, jusText) are built on; `benchmarks/parser_choice.py` has the figures.
-
-What is kept: the page's main content — ``<main>`` / ``role=main``, else its one ``<article>``,
-else ``<body>`` — rendered as clean text: ``h1``-``h6`` as Markdown headings that open sections,
-paragraphs, ``- `` list items, pipe-table rows, fenced ``<pre>`` blocks. What is dropped:
-``script``, ``style``, ``template``, forms, ``nav``, ``aside``, page-level ``header``/``footer``,
-landmark roles of navigation (`DROPPED_ROLES`), hidden elements, elements whose class or id
-names them navigation (`BOILERPLATE_TOKENS`), and link lists (`LINK_DENSITY`).
-"""
+"""HTML through lxml (libxml2's HTML parser): headings open sections, page furniture is dropped."""
 
 from __future__ import annotations
 
@@ -126,7 +114,19 @@ def _table(el: Any) -> str:
 
 
 def parse_html(data: bytes | str, *, name: str = "") -> Document:
-    """Sections of an HTML page; see the module docstring."""
+    """Sections of an HTML page.
+
+    lxml was chosen over faster tree builders because every element knows its source line
+    (``sourceline``), which is what provenance needs, and it is what the field's extractors
+    (trafilatura, readability, jusText) are built on; `benchmarks/parser_choice.py` has the figures.
+
+    What is kept: the page's main content — ``<main>`` / ``role=main``, else its one ``<article>``,
+    else ``<body>`` — rendered as clean text: ``h1``-``h6`` as Markdown headings that open sections,
+    paragraphs, ``- `` list items, pipe-table rows, fenced ``<pre>`` blocks. What is dropped:
+    ``script``, ``style``, ``template``, forms, ``nav``, ``aside``, page-level ``header``/``footer``,
+    landmark roles of navigation (`DROPPED_ROLES`), hidden elements, elements whose class or id
+    names them navigation (`BOILERPLATE_TOKENS`), and link lists (`LINK_DENSITY`).
+    """
     if isinstance(data, bytes):
         try:
             data.decode("utf-8")

@@ -1,10 +1,4 @@
-"""Markdown through markdown-it-py (CommonMark + GFM tables, YAML front matter).
-
-Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
-chunk of Markdown is still Markdown (fenced code whole, tables as written) and its line range is
-exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. Front matter,
-thematic breaks, link reference definitions and HTML comments carry no prose and are left out.
-"""
+"""Markdown through markdown-it-py (CommonMark + GFM tables, YAML front matter)."""
 
 from __future__ import annotations
 
@@ -26,8 +20,8 @@ _KINDS = {
 
 @lru_cache(maxsize=1)
 def _markdown() -> Any:
-    from markdown_it import MarkdownIt
-    from mdit_py_plugins.front_matter import front_matter_plugin
+    from markdown_it import MarkdownIt  # deferred: heavy
+    from mdit_py_plugins.front_matter import front_matter_plugin  # deferred: heavy
 
     # Inline parsing runs only on headings (see `heading_text`): block structure is all chunking needs.
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin).disable("inline")
@@ -35,7 +29,7 @@ def _markdown() -> Any:
 
 @lru_cache(maxsize=1)
 def _inline_markdown() -> Any:
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # deferred: heavy
 
     return MarkdownIt("commonmark")
 
@@ -62,7 +56,13 @@ def inline_text(token: Any) -> str:
 
 
 def parse_markdown(text: str, *, name: str = "") -> Document:
-    """Sections of a Markdown document; see the module docstring."""
+    """Sections of a Markdown document.
+
+    Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
+    chunk of Markdown is still Markdown (fenced code whole, tables as written) and its line range is
+    exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. Front matter,
+    thematic breaks, link reference definitions and HTML comments carry no prose and are left out.
+    """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     tokens = _markdown().parse("\n".join(lines))
     sections: list[Section] = []

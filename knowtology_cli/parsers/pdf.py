@@ -1,15 +1,4 @@
-"""PDF through pypdfium2 (Google's PDFium, the engine of Chrome's PDF viewer); pages are the provenance.
-
-PDFium was chosen by measurement (`benchmarks/parser_choice.py`): on the same generated PDFs it
-extracts text as faithfully as pdfminer.six and pypdf and an order of magnitude faster, and it
-reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
-than the document's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
-``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
-aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
-
-The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
-line that reads as the title when there is one. Without an outline a PDF is one titled section.
-"""
+"""PDF through pypdfium2 (Google's PDFium, the engine of Chrome's PDF viewer); pages are the provenance."""
 
 from __future__ import annotations
 
@@ -107,7 +96,18 @@ def _norm(text: str) -> str:
 
 
 def parse_pdf(data: bytes, *, name: str = "") -> Document:
-    """Sections of a PDF, each block on its page; see the module docstring."""
+    """Sections of a PDF, each block on its page.
+
+    PDFium was chosen by measurement (`benchmarks/parser_choice.py`): on the same generated PDFs it
+    extracts text as faithfully as pdfminer.six and pypdf and an order of magnitude faster, and it
+    reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
+    than the document's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
+    ``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
+    aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
+
+    The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
+    line that reads as the title when there is one. Without an outline a PDF is one titled section.
+    """
     pdf = _open(data, name)
     try:
         outline: list[tuple[int, str, int]] = []

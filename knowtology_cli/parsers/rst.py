@@ -1,17 +1,4 @@
-"""reStructuredText through docutils: the real parser, so titles of any adornment (overlines too),
-roles, directives and substitutions mean what they mean in the format.
-
-The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
-``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
-markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
-and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
-``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
-except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
-dropped with comments, substitution definitions, link targets and editor modelines.
-
-Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
-and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
-"""
+"""reStructuredText through docutils, rendered to clean text; include, raw and file insertion are disabled."""
 
 from __future__ import annotations
 
@@ -50,14 +37,14 @@ class _AnyOptions(dict):
     """An option spec that accepts every option (unknown directives' options are not content)."""
 
     def __missing__(self, key: str) -> Any:
-        from docutils.parsers.rst import directives
+        from docutils.parsers.rst import directives  # deferred: heavy
 
         return directives.unchanged
 
 
 def _role_text(text: str) -> str:
     """What a role shows: the title of ``Title <target>``, else the target as Sphinx displays it."""
-    from docutils.utils import unescape
+    from docutils.utils import unescape  # deferred: heavy
 
     text = unescape(text)
     titled = _TITLED_TARGET.match(text)
@@ -71,15 +58,15 @@ def _role_text(text: str) -> str:
 
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
                   options: Any = None, content: Any = None) -> tuple[list[Any], list[Any]]:
-    from docutils import nodes
+    from docutils import nodes  # deferred: heavy
 
     return [nodes.literal(rawtext, _role_text(text))], []
 
 
 @cache
 def _directive_class(name: str) -> Any:
-    from docutils import nodes
-    from docutils.parsers.rst import Directive
+    from docutils import nodes  # deferred: heavy
+    from docutils.parsers.rst import Directive  # deferred: heavy
 
     class KeptDirective(Directive):
         """An unknown directive kept as text: its label and arguments, then its content."""
@@ -122,8 +109,8 @@ def _directive_class(name: str) -> Any:
 
 def _prepare(text: str) -> None:
     """Register every role and directive the text uses that docutils does not know."""
-    from docutils.parsers.rst import directives, roles
-    from docutils.parsers.rst.languages import en
+    from docutils.parsers.rst import directives, roles  # deferred: heavy
+    from docutils.parsers.rst.languages import en  # deferred: heavy
 
     for name in set(_ROLE_USE.findall(text)):
         known = name in roles._roles or name in roles._role_registry or en.roles.get(name)  # noqa: SLF001
@@ -140,7 +127,7 @@ def _prepare(text: str) -> None:
 
 
 def _doctree(text: str, name: str) -> Any:
-    from docutils.core import publish_doctree
+    from docutils.core import publish_doctree  # deferred: heavy
 
     _prepare(text)
     overrides = {
@@ -166,8 +153,8 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def render(node: Any) -> str:
-    """Clean text of one body element (see the module docstring)."""
-    from docutils import nodes
+    """Clean text of one body element."""
+    from docutils import nodes  # deferred: heavy
 
     kind = node.tagname
     if kind in _SKIP or (kind == "topic" and "contents" in node.get("classes", [])):
@@ -233,8 +220,23 @@ def _table(node: Any) -> str:
 
 
 def parse_rst(text: str, *, name: str = "") -> Document:
-    """Sections of a reStructuredText document; see the module docstring."""
-    from docutils import nodes
+    """Sections of a reStructuredText document.
+
+    docutils is the real parser, so titles of any adornment (overlines too), roles, directives
+    and substitutions mean what they mean in the format.
+
+    The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
+    ``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
+    markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
+    and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
+    ``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
+    except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
+    dropped with comments, substitution definitions, link targets and editor modelines.
+
+    Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
+    and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
+    """
+    from docutils import nodes  # deferred: heavy
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     tree = _doctree("\n".join(lines), name)

@@ -1,8 +1,4 @@
-"""Plain text by paragraphs; a line underlined (or over- and underlined) with ``===``/``---``/… is a heading.
-
-Adornment styles get heading levels in order of first appearance, the rule reStructuredText
-and setext Markdown share; a line of adornment alone is a rule and is left out.
-"""
+"""Plain text by paragraphs; a line underlined (or overlined too) with ``===``/``---``/… is a heading."""
 
 from __future__ import annotations
 
@@ -29,7 +25,11 @@ def _heading_at(lines: list[str], index: int) -> tuple[int, str, bool] | None:
 
 
 def parse_text(text: str, *, name: str = "") -> Document:
-    """Sections of a plain-text document; see the module docstring."""
+    """Sections of a plain-text document.
+
+    Adornment styles get heading levels in order of first appearance, the rule reStructuredText
+    and setext Markdown share; a line of adornment alone is a rule and is left out.
+    """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     styles: dict[tuple[str, bool], int] = {}
     stack: list[tuple[int, str]] = []

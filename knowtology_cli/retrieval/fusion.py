@@ -1,9 +1,4 @@
-"""Score fusion: combine ranked lists from several retrievers into one ranking.
-
-Each rule is a published, parameter-light method; `kt bench retrieval` measures them side by side
-(docs/benchmarks.md, "Hybrid: fusion rule and depth") and `presets.FUSION` names the one in use.
-A chunk missing from a list gets that list's lowest normalised score (it ranked below the depth).
-"""
+"""Score fusion: combine ranked lists from several retrievers into one ranking."""
 
 from __future__ import annotations
 
@@ -41,6 +36,10 @@ def fuse_lists(
     lists: Mapping[str, Sequence[ScoredId]], *, rule: str = "minmax", weights: Mapping[str, float] | None = None
 ) -> list[ScoredId]:
     """Weighted sum of normalised scores over named lists (equal weights unless given), best first.
+
+    Each rule is a published, parameter-light method; `kt bench retrieval` measures them side by side
+    (docs/benchmarks.md, "Hybrid: fusion rule and depth") and `presets.FUSION` names the one in use.
+    A chunk missing from a list gets that list's lowest normalised score (it ranked below the depth).
 
     Ties are broken by chunk id so a ranking is reproducible.
     """

@@ -1,8 +1,4 @@
-"""Keyword snippets: the line (or window of it) that best matches a query, with the matches marked.
-
-A word matches a keyword when their English Snowball stems agree — the analyser of the full-text
-index — so the marked words are the ones BM25 scored. A regular expression marks its own matches.
-"""
+"""Keyword snippets: the line (or window of it) that best matches a query, with the matches marked."""
 
 from __future__ import annotations
 
@@ -27,7 +23,11 @@ class Window:
 
 
 def keyword_matcher(query: str) -> Callable[[str], list[tuple[int, int, str]]]:
-    """A function giving ``(start, end, key)`` of each word of a text whose stem is a query stem."""
+    """A function giving ``(start, end, key)`` of each word of a text whose stem is a query stem.
+
+    A word matches a keyword when their English Snowball stems agree — the analyser of the full-text
+    index — so the marked words are the ones BM25 scored. A regular expression marks its own matches.
+    """
     stems = {stem(w.lower()) for w in _WORD.findall(query)}
 
     def find(text: str) -> list[tuple[int, int, str]]:

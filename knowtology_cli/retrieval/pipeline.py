@@ -1,9 +1,4 @@
-"""The retrieval stages before reranking: retrieve, fuse, pseudo-relevance feedback.
-
-`retrieve` returns the whole candidate ranking with, per chunk, the score every stage gave it
-(``--explain``). It talks to a `VectorStore` only; the façade (`KnowledgeBase.search`) adds the
-reranker, the ``k`` cut and the snippets.
-"""
+"""The retrieval stages before reranking: retrieve, fuse, pseudo-relevance feedback."""
 
 from __future__ import annotations
 
@@ -51,7 +46,12 @@ def retrieve(
     feedback: FeedbackParams | None = None,
 ) -> Retrieved:
     """Run the preset's first-stage retrievers, fuse them, and (``preset.feedback``) a second pass
-    with the RM3 query and the Rocchio vector, fused the same way."""
+    with the RM3 query and the Rocchio vector, fused the same way.
+
+    `retrieve` returns the whole candidate ranking with, per chunk, the score every stage gave it
+    (``--explain``). It talks to a `VectorStore` only; the façade (`KnowledgeBase.search`) adds the
+    reranker, the ``k`` cut and the snippets.
+    """
     depth = max(preset.depth, k)
     dense: list[ScoredId] = []
     sparse: list[ScoredId] = []

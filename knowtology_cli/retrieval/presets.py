@@ -1,8 +1,4 @@
-"""Search presets: which retrievers run, how deep, how they are fused, and which stages follow.
-
-Every number here was chosen once, by measurement over all five development collections together
-(`kt bench retrieval`, docs/benchmarks.md "Presets"), never per collection.
-"""
+"""Search presets: which retrievers run, how deep, how they are fused, and which stages follow."""
 
 from __future__ import annotations
 
@@ -16,6 +12,9 @@ SEARCH_MODES = ("semantic", "hybrid", "keyword")
 @dataclass(frozen=True)
 class SearchPreset:
     """One speed/quality trade-off.
+
+    Every number here was chosen once, by measurement over all five development collections together
+    (`kt bench retrieval`, docs/benchmarks.md "Presets"), never per collection.
 
     Attributes:
         name: ``fast``, ``default`` or ``thorough``.

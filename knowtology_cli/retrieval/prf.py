@@ -1,14 +1,4 @@
-"""Pseudo-relevance feedback: RM3 on the keyword side, Rocchio on the vectors.
-
-Both read the same feedback set — the top documents of the first (fused) pass — and build a second
-query; nothing here is fitted to a collection. Defaults are the published ones:
-
-* RM3 (Abdul-Jaleel et al., UMass at TREC 2004; Anserini's defaults): 10 feedback documents,
-  10 expansion terms, original-query weight 0.5, term model P(w|d) = tf / |d| weighted by the
-  document's first-pass score, terms analysed like the full-text index (English Snowball stems).
-* Rocchio (1971) on embeddings: q' = α·q + β·centroid(feedback vectors), α = 1, β = 0.75 as in the
-  SMART experiments, re-normalised to unit length.
-"""
+"""Pseudo-relevance feedback: RM3 on the keyword side, Rocchio on the vectors."""
 
 from __future__ import annotations
 
@@ -29,7 +19,17 @@ _WORD = re.compile(r"[0-9a-z]+")
 
 @dataclass(frozen=True)
 class FeedbackParams:
-    """Parameters of both feedback stages (published defaults; see the module docstring)."""
+    """Parameters of both feedback stages (published defaults.
+
+    Both read the same feedback set — the top documents of the first (fused) pass — and build a second
+    query; nothing here is fitted to a collection. Defaults are the published ones:
+
+    * RM3 (Abdul-Jaleel et al., UMass at TREC 2004; Anserini's defaults): 10 feedback documents,
+      10 expansion terms, original-query weight 0.5, term model P(w|d) = tf / |d| weighted by the
+      document's first-pass score, terms analysed like the full-text index (English Snowball stems).
+    * Rocchio (1971) on embeddings: q' = α·q + β·centroid(feedback vectors), α = 1, β = 0.75 as in the
+      SMART experiments, re-normalised to unit length.
+    """
 
     docs: int = 10  # feedback documents (Anserini fbDocs)
     terms: int = 10  # expansion terms (Anserini fbTerms)
@@ -42,7 +42,7 @@ class FeedbackParams:
 
 @lru_cache(maxsize=1)
 def _stemmer():
-    import snowballstemmer
+    import snowballstemmer  # deferred: heavy
 
     return snowballstemmer.stemmer("english")
 
@@ -104,7 +104,7 @@ def rm3_query(
 
 def rocchio(query: np.ndarray, vectors: Sequence[np.ndarray], params: FeedbackParams = FeedbackParams()) -> np.ndarray:
     """α·q + β·mean(feedback vectors), unit length (the query itself when there is no feedback)."""
-    import numpy as np
+    import numpy as np  # deferred: heavy
 
     q = np.asarray(query, dtype=np.float32)
     if not len(vectors):

@@ -1,14 +1,4 @@
-"""Rerankers: one small interface, reordering the top N of a ranking and never dropping a hit.
-
-* :class:`NoReranker` keeps the order.
-* :class:`LLMReranker` asks the configured chat model, in ONE structured call, to grade the top N
-  candidates; it sends the query and the candidates' snippets only (never chunk text), caches
-  replies in the store's LLM call log, and falls back to the incoming order with a warning when the
-  reply is malformed or the call fails.
-
-No offline cross-encoder ships: none on the package index carries its weights inside the package
-without being trained on one of the benchmark collections (see docs/benchmarks.md, "Reranking").
-"""
+"""Rerankers: one small interface, reordering the top N of a ranking and never dropping a hit."""
 
 from __future__ import annotations
 
@@ -151,6 +141,15 @@ def parse_grades(data: Any, n: int) -> list[float]:
 
 class LLMReranker(Reranker):
     """Grades the top N snippets in one structured call to ``client``.
+
+    * :class:`NoReranker` keeps the order.
+    * :class:`LLMReranker` asks the configured chat model, in ONE structured call, to grade the top N
+      candidates; it sends the query and the candidates' snippets only (never chunk text), caches
+      replies in the store's LLM call log, and falls back to the incoming order with a warning when the
+      reply is malformed or the call fails.
+
+    No offline cross-encoder ships: none on the package index carries its weights inside the package
+    without being trained on one of the benchmark collections (see docs/benchmarks.md, "Reranking").
 
     Args:
         client: the configured chat model.

@@ -1,0 +1,1 @@
+"""Storage backends behind the interfaces of :mod:`.base`: Lance, SQLite, PostgreSQL, Qdrant, in-memory."""

@@ -1,22 +1,9 @@
-"""ANN index maintenance for Lance chunk tables: when to build a vector index, with what, how to query it.
-
-Flat (exact) search scans every vector: fine for a few ten thousand rows, ~240 ms per query at
-100k 384-d rows. Past ``VECTOR_INDEX_THRESHOLD`` rows an IVF_PQ index answers in milliseconds;
-``refine_factor`` re-ranks ``k * refine_factor`` PQ candidates with the full vectors so recall@10
-stays close to exact. The figures behind the defaults are in ``docs/scaling.md``
-(``python -m knowtology_cli.bench.ann``).
-
-Rows added after the index was built are not lost: Lance searches them flat and merges them in,
-and the store's index refresh (``optimize_indices``) folds them into the index; the index is
-retrained when the table has grown ``RETRAIN_GROWTH`` times past the size it was trained on.
-
-The index is built with the ``lance`` dataset API (``LanceDataset.create_index``) from the same
-parameters lancedb's index configs carry (`index_config` keeps those for benchmarks that use lancedb).
-"""
+"""ANN index upkeep for Lance chunk tables: when to build a vector index, with what, how to query it."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 VECTOR_COLUMN = "vector"
@@ -63,7 +50,7 @@ def index_config(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_TYPE
 
     Only for callers that build indexes through lancedb (benchmarks); the store uses `lance_index_args`.
     """
-    from lancedb import index
+    from lancedb import index  # deferred: heavy
 
     _check_index_type(index_type)
     classes = {"IVF_SQ": index.IvfSq, "IVF_PQ": index.IvfPq, "IVF_HNSW_SQ": index.HnswSq,
@@ -83,8 +70,6 @@ def lance_index_args(rows: int, dimension: int, index_type: str = DEFAULT_INDEX_
 
 def list_indices(ds: Any) -> list[dict[str, Any]]:
     """``ds.list_indices()`` of a Lance dataset (vector and scalar indexes) without its deprecation warning."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return list(ds.list_indices())
@@ -128,6 +113,19 @@ def maybe_create_vector_index(
 ) -> str | None:
     """Create (or retrain) the vector index of a ``lance.LanceDataset`` once it has ``threshold``
     rows (default ``VECTOR_INDEX_THRESHOLD``).
+
+    Flat (exact) search scans every vector: fine for a few ten thousand rows, ~240 ms per query at
+    100k 384-d rows. Past ``VECTOR_INDEX_THRESHOLD`` rows an IVF_PQ index answers in milliseconds;
+    ``refine_factor`` re-ranks ``k * refine_factor`` PQ candidates with the full vectors so recall@10
+    stays close to exact. The figures behind the defaults are in ``docs/scaling.md``
+    (``python -m knowtology_cli.bench.ann``).
+
+    Rows added after the index was built are not lost: Lance searches them flat and merges them in,
+    and the store's index refresh (``optimize_indices``) folds them into the index; the index is
+    retrained when the table has grown ``RETRAIN_GROWTH`` times past the size it was trained on.
+
+    The index is built with the ``lance`` dataset API (``LanceDataset.create_index``) from the same
+    parameters lancedb's index configs carry (`index_config` keeps those for benchmarks that use lancedb).
 
     Args:
         ds: The dataset (for a lancedb table, pass ``table.to_lance()``).

@@ -1,14 +1,4 @@
-"""AttachedLanceStore: a read-only VectorStore over someone else's Lance table (zero chunk duplication).
-
-The table keeps its own schema; a ``ColumnMap`` says which columns hold the chunk id, text and
-vector (and optionally doc id, file name, chunk index, title). Reads go through the ``lance``
-dataset API; nothing here ever opens the table for writing, and every write method raises
-``StoreError`` — the table's version is the same after Knowtology has built a tree over it.
-
-Keyword search uses the table's own full-text (inverted) index on the text or title column when
-there is one; without one it raises a ``StoreError`` saying so (``kt grep --regex`` still works,
-it scans).
-"""
+"""AttachedLanceStore: a read-only VectorStore over someone else's Lance table (zero chunk duplication)."""
 
 from __future__ import annotations
 
@@ -23,7 +13,10 @@ import numpy as np
 from knowtology_cli.errors import EmbeddingError, StoreError
 from knowtology_cli.models import Chunk
 
+from .ann import nearest_params
 from .base import ScoredId, VectorStore
+from .heavy_imports import import_lance
+from .lance import fts_columns
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -57,6 +50,15 @@ def quote_column(name: str) -> str:
 class AttachedLanceStore(VectorStore):
     """Read-only rows of one existing Lance dataset, whatever collection name it is asked for.
 
+    The table keeps its own schema; a ``ColumnMap`` says which columns hold the chunk id, text and
+    vector (and optionally doc id, file name, chunk index, title). Reads go through the ``lance``
+    dataset API; nothing here ever opens the table for writing, and every write method raises
+    ``StoreError`` — the table's version is the same after Knowtology has built a tree over it.
+
+    Keyword search uses the table's own full-text (inverted) index on the text or title column when
+    there is one; without one it raises a ``StoreError`` saying so (``kt grep --regex`` still works,
+    it scans).
+
     Args:
         table_uri: the dataset (``/path/to/table.lance`` or ``s3://bucket/table.lance``).
         columns: the column mapping.
@@ -77,8 +79,6 @@ class AttachedLanceStore(VectorStore):
     # plumbing ----------------------------------------------------------------------------
     def dataset(self) -> Any:
         """The attached dataset (latest version unless pinned); raises if it cannot be opened."""
-        from .heavy_imports import import_lance
-
         lance = import_lance()
 
         try:
@@ -98,7 +98,7 @@ class AttachedLanceStore(VectorStore):
         if missing:
             raise StoreError(f"attached table {self.table_uri} has no column(s) {', '.join(missing)} "
                              f"(columns: {', '.join(ds.schema.names)})", hint="fix the column mapping")
-        import pyarrow as pa  # loaded with lance already; kept off the module's import path like lance
+        import pyarrow as pa  # deferred: heavy, loaded with lance
 
         vtype = ds.schema.field(self.columns.vector).type
         if not pa.types.is_fixed_size_list(vtype):
@@ -110,7 +110,7 @@ class AttachedLanceStore(VectorStore):
                          hint="ingest into another collection, or write to the table with your own tools")
 
     def _id_is_int(self) -> bool:
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: heavy
 
         return pa.types.is_integer(self.dataset().schema.field(self.columns.id).type)
 
@@ -216,7 +216,6 @@ class AttachedLanceStore(VectorStore):
     ) -> list[ScoredId]:
         if k <= 0 or (within is not None and not within):
             return []
-        from .ann import nearest_params
 
         ds = self.dataset()
         if len(vector) != self.dimension():
@@ -241,9 +240,7 @@ class AttachedLanceStore(VectorStore):
     ) -> list[ScoredId]:
         if k <= 0 or not query.strip() or (within is not None and not within):
             return []
-        from lance.query import MultiMatchQuery
-
-        from .lance import fts_columns
+        from lance.query import MultiMatchQuery  # deferred: heavy
 
         ds = self.dataset()
         indexed = fts_columns(ds)
@@ -280,7 +277,7 @@ def _hash(text: str) -> str:
 
 
 def _matrix(column: Any) -> np.ndarray:
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: heavy
 
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()

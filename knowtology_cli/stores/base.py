@@ -1,13 +1,13 @@
-"""Store interfaces: ``VectorStore`` (chunk text + vectors), ``TreeStore`` (the map over them),
-``TextStore`` / ``TextIndex`` (keyword search) and ``SessionStore`` (read histories), with the helpers they share.
+"""The store interfaces every backend implements (vector, tree, text, session) and their shared helpers.
 
-Every method a caller may use is declared here: abstract when each backend must answer it, else
-with a documented default that backends with more to offer override. Callers never probe a store
-for a method; ``tests/test_store_conformance.py`` runs every implementation through one contract.
+Every method a caller may use is declared here (abstract or a documented default); nothing probes a store.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -166,9 +166,6 @@ def ensure_path(
 
 def log_row(entry: dict[str, Any], encode: Any = None) -> dict[str, Any]:
     """The LLM call-log row for ``entry``; ``encode`` turns the response dict into a column value."""
-    import json
-    import time
-
     response = entry.get("response")
     return {
         "collection": entry.get("collection"),
@@ -212,9 +209,9 @@ class TextStore(ABC):
 
     async def search_by_keywords(self, collection_id: str, keywords: str, top_k: int = 5) -> list[dict[str, Any]]:
         """The seed's async form: ``[{"chunk_id", "score"}]`` best first (comma-separated terms)."""
-        import asyncio  # lazy: only the seed's async API needs an event loop (kt browse does not)
+        import asyncio  # deferred: only the async API needs it
 
-        from ..textutil import keyword_query
+        from ..textutil import keyword_query  # deferred: keeps kt browse fast
 
         query = keyword_query(keywords)
         hits = await asyncio.to_thread(self.keyword_search, collection_id, query, top_k)
@@ -320,8 +317,6 @@ class VectorStore(TextStore):
     ) -> list[ScoredId]:
         """Rows whose text matches a regular expression; score = number of matches. This default
         scans the table."""
-        import re
-
         regex = re.compile(pattern)
         wanted = set(within) if within is not None else None
         hits: list[ScoredId] = []

@@ -1,10 +1,4 @@
-"""Imports of ``lance`` and ``sqlite_utils`` for short-lived processes, without their pandas probe.
-
-Both probe for pandas by importing it when they load: ``lance`` through ``pyarrow.dataset``
-(0.2 s of a 0.5 s ``kt grep`` when pandas is installed) and ``sqlite_utils`` to map pandas
-timestamps (0.3 s of a first ``kt ingest``), for conversions the store never makes. Kept free of
-heavy imports: the ``kt`` entry point imports this module to set `SKIP_PANDAS_PROBE`.
-"""
+"""Imports of ``lance`` and ``sqlite_utils`` for short-lived processes, without their pandas probe."""
 
 from __future__ import annotations
 
@@ -53,14 +47,20 @@ def _pandas_probe_skipped(module: str) -> Iterator[None]:
 
 
 def import_lance() -> ModuleType:
-    """``import lance``, without pyarrow's pandas probe when `SKIP_PANDAS_PROBE` is set."""
+    """``import lance``, without pyarrow's pandas probe when `SKIP_PANDAS_PROBE` is set.
+
+    Both probe for pandas by importing it when they load: ``lance`` through ``pyarrow.dataset``
+    (0.2 s of a 0.5 s ``kt grep`` when pandas is installed) and ``sqlite_utils`` to map pandas
+    timestamps (0.3 s of a first ``kt ingest``), for conversions the store never makes. Kept free of
+    heavy imports: the ``kt`` entry point imports this module to set `SKIP_PANDAS_PROBE`.
+    """
     with _pandas_probe_skipped("lance"):
-        import lance
+        import lance  # deferred: heavy
     return lance
 
 
 def import_sqlite_utils() -> ModuleType:
     """``import sqlite_utils``, without its pandas probe when `SKIP_PANDAS_PROBE` is set."""
     with _pandas_probe_skipped("sqlite_utils"):
-        import sqlite_utils
+        import sqlite_utils  # deferred: heavy
     return sqlite_utils

@@ -1,21 +1,4 @@
-"""LanceVectorStore: one Lance table per collection (text + vector + full-text indexes).
-
-Reads and writes both go through the ``lance`` dataset API (merge-insert upserts, deletes, index
-upkeep, compaction), which imports in ~0.1 s where ``import lancedb`` costs ~2 s (most of it the
-generated REST-namespace client and pandas that local tables never use). No command of the local
-store imports lancedb. The on-disk layout is the one lancedb uses (``<uri>/<collection>.lance``,
-indexes ``title_idx``/``text_idx``/``vector_idx``), so ``lancedb.connect(uri).open_table(collection)``
-opens the same table, and stores written by earlier versions through lancedb keep working.
-
-Each upsert batch (and each delete of up to 1000 ids) is one Lance commit: an error or a kill leaves
-the table at the previous version or the next, never half a batch. Lance retries a commit that
-conflicts with a concurrent writer (``conflict_retries``), and a writer that loses the race to create
-the table merges into the winner's.
-
-What ``import lance`` still costs is mostly pyarrow; of that, ``pyarrow.dataset`` probes for pandas
-at module init (0.2 s when pandas is installed) although no read path converts to pandas. One-shot
-CLI commands skip that probe; see `heavy_imports`.
-"""
+"""LanceVectorStore: one Lance table per collection (text + vector + full-text indexes)."""
 
 from __future__ import annotations
 
@@ -69,7 +52,7 @@ def id_filter(chunk_ids: Sequence[str]) -> str:
 
 
 def _schema(dimension: int) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: heavy
 
     return pa.schema(
         [
@@ -152,7 +135,24 @@ def _chunk(row: dict[str, Any], with_text: bool = True) -> Chunk:
 
 
 class LanceVectorStore(VectorStore):
-    """Chunk tables under ``uri`` (a local directory or an object-store URI)."""
+    """Chunk tables under ``uri`` (a local directory or an object-store URI).
+
+    Reads and writes both go through the ``lance`` dataset API (merge-insert upserts, deletes, index
+    upkeep, compaction), which imports in ~0.1 s where ``import lancedb`` costs ~2 s (most of it the
+    generated REST-namespace client and pandas that local tables never use). No command of the local
+    store imports lancedb. The on-disk layout is the one lancedb uses (``<uri>/<collection>.lance``,
+    indexes ``title_idx``/``text_idx``/``vector_idx``), so ``lancedb.connect(uri).open_table(collection)``
+    opens the same table, and stores written by earlier versions through lancedb keep working.
+
+    Each upsert batch (and each delete of up to 1000 ids) is one Lance commit: an error or a kill leaves
+    the table at the previous version or the next, never half a batch. Lance retries a commit that
+    conflicts with a concurrent writer (``conflict_retries``), and a writer that loses the race to create
+    the table merges into the winner's.
+
+    What ``import lance`` still costs is mostly pyarrow; of that, ``pyarrow.dataset`` probes for pandas
+    at module init (0.2 s when pandas is installed) although no read path converts to pandas. One-shot
+    CLI commands skip that probe; see `heavy_imports`.
+    """
 
     def __init__(self, uri: str | Path, *, storage_options: dict[str, str] | None = None) -> None:
         self.uri = str(uri)
@@ -212,8 +212,8 @@ class LanceVectorStore(VectorStore):
     def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not chunks:
             return
-        import numpy as np
-        import pyarrow as pa
+        import numpy as np  # deferred: heavy
+        import pyarrow as pa  # deferred: heavy
 
         dimension = int(vectors.shape[1])
         existing = self._dimension(collection)
@@ -387,7 +387,7 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None or k <= 0 or (within is not None and not within):
             return []
-        import numpy as np
+        import numpy as np  # deferred: heavy
 
         dimension = ds.schema.field("vector").type.list_size
         if len(vector) != dimension:
@@ -414,7 +414,7 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None or k <= 0 or not query.strip() or (within is not None and not within):
             return []
-        from lance.query import MultiMatchQuery
+        from lance.query import MultiMatchQuery  # deferred: heavy
 
         indexed = fts_columns(ds)
         columns = [c for c in FTS_COLUMNS if c in indexed]
@@ -443,7 +443,7 @@ class LanceVectorStore(VectorStore):
         terms = {t: w for t, w in terms.items() if t.strip() and w > 0}
         if ds is None or k <= 0 or not terms or (within is not None and not within):
             return []
-        from lance.query import BooleanQuery, FullTextQuery, MatchQuery, Occur
+        from lance.query import BooleanQuery, FullTextQuery, MatchQuery, Occur  # deferred: heavy
 
         columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
         if not columns:

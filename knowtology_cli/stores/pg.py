@@ -1,15 +1,11 @@
-"""PostgreSQL backends: ``PostgresTreeStore`` (tree, mappings, LLM log), ``PostgresTextStore``
-(keyword search with ``tsvector`` + ``ts_rank_cd``) and ``PostgresSessionStore`` (read histories).
+"""PostgreSQL backends (extra ``[pg]``): tree store, keyword text store (``tsvector``) and session store.
 
 Selected by a ``postgresql://`` DSN (``KNOWTOLOGY_TREE_DSN`` / ``tree_dsn`` in config.toml).
-psycopg 3 is imported lazily (``pip install 'knowtology-cli[pg]'``). Every value travels as a
-query parameter; the only identifiers in SQL are the fixed table names below. Schema changes are
-numbered migrations recorded in ``kt_schema_migrations`` and applied under an advisory lock, so
-several processes may open a fresh database at once.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,6 +15,7 @@ from typing import Any
 from knowtology_cli.errors import NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping, TreeNode, split_path
 from knowtology_cli.provenance import provenance, provenance_json
+from knowtology_cli.textutil import tokenize
 
 from .base import (
     WHOLE_COLLECTION,
@@ -182,8 +179,8 @@ class _Postgres:
 
     def _open(self) -> Any:
         try:
-            import psycopg
-            from psycopg.rows import dict_row
+            import psycopg  # deferred: optional extra
+            from psycopg.rows import dict_row  # deferred: optional extra
         except ImportError as exc:  # pragma: no cover - extra not installed
             raise StoreError("PostgreSQL support needs psycopg",
                              hint="pip install 'knowtology-cli[pg]'") from exc
@@ -210,7 +207,7 @@ class _Postgres:
     @contextmanager
     def tx(self) -> Iterator[Any]:
         """A transaction on the shared connection (committed on success, rolled back on error)."""
-        import psycopg
+        import psycopg  # deferred: optional extra
 
         with self._lock:
             try:
@@ -220,7 +217,7 @@ class _Postgres:
                 raise StoreError(f"PostgreSQL store error: {exc}") from exc
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        import psycopg
+        import psycopg  # deferred: optional extra
 
         with self._lock:
             try:
@@ -240,8 +237,6 @@ class _Postgres:
 
 def _redact(dsn: str) -> str:
     """The DSN without its password."""
-    import re
-
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
 
 
@@ -265,6 +260,10 @@ def _collection(row: dict[str, Any]) -> CollectionInfo:
 class PostgresTreeStore(TreeStore):
     """Tree store in PostgreSQL (tables ``kt_*``); many readers and writers across machines.
 
+    Every value travels as a query parameter; the only identifiers in SQL are the fixed table names.
+    Schema changes are numbered migrations recorded in ``kt_schema_migrations`` and applied under an
+    advisory lock, so several processes may open a fresh database at once.
+
     Args:
         dsn: ``postgresql://user:password@host:port/database``.
     """
@@ -285,7 +284,7 @@ class PostgresTreeStore(TreeStore):
         return _collection(rows[0]) if rows else None
 
     def ensure_collection(self, info: CollectionInfo) -> CollectionInfo:
-        from psycopg.types.json import Jsonb
+        from psycopg.types.json import Jsonb  # deferred: optional extra
 
         now = time.time()
         with self.db.tx() as conn:
@@ -553,7 +552,7 @@ class PostgresTreeStore(TreeStore):
 
     # llm log ------------------------------------------------------------------------------
     def log_call(self, entry: dict[str, Any]) -> None:
-        from psycopg.types.json import Jsonb
+        from psycopg.types.json import Jsonb  # deferred: optional extra
 
         row = log_row(entry, Jsonb)
         with self.db.tx() as conn:
@@ -629,8 +628,6 @@ def _recount(conn: Any, collection: str) -> None:
 
 def tsquery_text(query: str) -> str:
     """An OR ``tsquery`` over the query's tokens (each quoted as a lexeme), '' when none remain."""
-    from knowtology_cli.textutil import tokenize
-
     terms = list(dict.fromkeys(tokenize(query)))
     return " | ".join(f"'{t}'" for t in terms)
 

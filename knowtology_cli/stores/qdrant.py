@@ -1,20 +1,4 @@
-"""QdrantVectorStore: chunk rows as Qdrant points — writable for ingest, or read-only over existing collections.
-
-Each Knowtology collection is one Qdrant collection (``prefix + name``, or any existing collection
-through ``collections={name: qdrant_name}``). A point's payload carries the chunk fields (payload
-keys renamed through ``fields`` for collections someone else wrote); points Knowtology writes get
-the id ``uuid5(chunk_id)``, so upserts replace by chunk id.
-
-Keyword search, in this order:
-1. a ``text_store`` (e.g. ``PostgresTextStore``) when one is given — ingest writes text there too;
-2. Qdrant's own BM25 (``TextQuery``, Qdrant >= 1.20) over the text fields that carry a text
-   index with ``scoring`` — collections created here get one on ``text`` and ``title``, and the two
-   BM25 scores are summed;
-3. otherwise a ``StoreError`` that says how to add such an index.
-
-Runs against a server (``url=``, ``api_key=``) or in qdrant-client's local mode (``path=`` or
-``path=":memory:"``), which the tests use.
-"""
+"""QdrantVectorStore: chunk rows as Qdrant points, writable, or read-only over existing collections."""
 
 from __future__ import annotations
 
@@ -42,6 +26,21 @@ def point_id(chunk_id: str) -> str:
 
 class QdrantVectorStore(VectorStore):
     """Chunks in Qdrant.
+
+    Each Knowtology collection is one Qdrant collection (``prefix + name``, or any existing collection
+    through ``collections={name: qdrant_name}``). A point's payload carries the chunk fields (payload
+    keys renamed through ``fields`` for collections someone else wrote); points Knowtology writes get
+    the id ``uuid5(chunk_id)``, so upserts replace by chunk id.
+
+    Keyword search, in this order:
+    1. a ``text_store`` (e.g. ``PostgresTextStore``) when one is given — ingest writes text there too;
+    2. Qdrant's own BM25 (``TextQuery``, Qdrant >= 1.20) over the text fields that carry a text
+       index with ``scoring`` — collections created here get one on ``text`` and ``title``, and the two
+       BM25 scores are summed;
+    3. otherwise a ``StoreError`` that says how to add such an index.
+
+    Runs against a server (``url=``, ``api_key=``) or in qdrant-client's local mode (``path=`` or
+    ``path=":memory:"``), which the tests use.
 
     Args:
         url: server URL (``http://localhost:6333``); or
@@ -93,7 +92,7 @@ class QdrantVectorStore(VectorStore):
     def client(self) -> Any:
         if self._client is None:
             try:
-                from qdrant_client import QdrantClient
+                from qdrant_client import QdrantClient  # deferred: optional extra
             except ImportError as exc:  # pragma: no cover - extra not installed
                 raise StoreError("Qdrant support needs qdrant-client",
                                  hint="pip install 'knowtology-cli[qdrant]'") from exc
@@ -155,7 +154,7 @@ class QdrantVectorStore(VectorStore):
                      metadata=meta if isinstance(meta, dict) else {"value": meta})
 
     def _id_filter(self, chunk_ids: Sequence[str]) -> Any:
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         key = self._key("chunk_id")
         if key is None:
@@ -170,7 +169,7 @@ class QdrantVectorStore(VectorStore):
         self._writable(collection)
         if not chunks:
             return
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         dimension = int(vectors.shape[1])
         existing = self._dimension(collection)
@@ -195,7 +194,7 @@ class QdrantVectorStore(VectorStore):
             self.text_store.upsert(collection, chunks)
 
     def _create(self, name: str, dimension: int) -> None:
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         params = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
         self.client.create_collection(name, vectors_config=params if self.vector_name is None
@@ -212,7 +211,7 @@ class QdrantVectorStore(VectorStore):
         self._writable(collection)
         if not chunk_ids or not self._exists(collection):
             return
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         ids: list[Any] = [point_id(c) for c in chunk_ids]
         self.client.delete(self.qdrant_name(collection), points_selector=models.PointIdsList(points=ids), wait=True)
@@ -327,7 +326,7 @@ class QdrantVectorStore(VectorStore):
             return self.text_store.keyword_search(collection, query, k, within=within)
         if k <= 0 or not query.strip() or (within is not None and not within) or not self._exists(collection):
             return []
-        from qdrant_client import models
+        from qdrant_client import models  # deferred: optional extra
 
         keys = [self._key("chunk_id")] if self._key("chunk_id") else False
         depth = max(k * 4, 50)

@@ -1,11 +1,4 @@
-"""Vector stores that pass calls on: by collection (attached ones to their own read-only store) or
-keyword searches to a separate text store.
-
-A collection made by ``kt attach`` records where its rows live in ``CollectionInfo.source``
-(``{"kind": "lance", "table": ..., "columns": {...}}`` or ``{"kind": "qdrant", ...}``); the
-router opens that store the first time the collection is touched. ``open_vector_store`` turns a
-``vector_uri`` setting into the default store (Lance directory / object-store URI, or Qdrant).
-"""
+"""Vector stores that pass calls on: attached collections to their own store, keywords to a text store."""
 
 from __future__ import annotations
 
@@ -15,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.stores.base import ScoredId, TextStore, TreeStore, VectorStore
+from knowtology_cli.stores.lance import LanceVectorStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,14 +26,13 @@ def open_vector_store(uri: str | None, default_dir: str | Path) -> VectorStore:
     Qdrant server; ``qdrant:///abs/dir``: Qdrant local mode in that directory.
     """
     if uri and uri.startswith(("qdrant+http://", "qdrant+https://")):
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(url=uri.removeprefix("qdrant+"))
     if uri and uri.startswith("qdrant://"):
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(path=uri.removeprefix("qdrant://") or str(Path(default_dir).parent / "qdrant"))
-    from knowtology_cli.stores.lance import LanceVectorStore
 
     return LanceVectorStore(uri or default_dir)
 
@@ -48,12 +41,12 @@ def store_for_source(collection: str, source: dict[str, Any]) -> VectorStore:
     """The read-only store an attachment record describes."""
     kind = source.get("kind")
     if kind == "lance":
-        from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap
+        from knowtology_cli.stores.attached import AttachedLanceStore, ColumnMap  # deferred: loads numpy
 
         return AttachedLanceStore(source["table"], ColumnMap.from_dict(source["columns"]),
                                   version=source.get("pin_version"))
     if kind == "qdrant":
-        from knowtology_cli.stores.qdrant import QdrantVectorStore
+        from knowtology_cli.stores.qdrant import QdrantVectorStore  # deferred: loads numpy
 
         return QdrantVectorStore(url=source.get("url"), path=source.get("path"),
                                  collections={collection: source["collection"]}, fields=source.get("fields"),
@@ -149,7 +142,13 @@ class ForwardingVectorStore(VectorStore):
 
 
 class RoutingVectorStore(ForwardingVectorStore):
-    """Dispatches each call by collection: attached ones to their own store, the rest to ``default``."""
+    """Dispatches each call by collection: attached ones to their own store, the rest to ``default``.
+
+    A collection made by ``kt attach`` records where its rows live in ``CollectionInfo.source``
+    (``{"kind": "lance", "table": ..., "columns": {...}}`` or ``{"kind": "qdrant", ...}``); the
+    router opens that store the first time the collection is touched. ``open_vector_store`` turns a
+    ``vector_uri`` setting into the default store (Lance directory / object-store URI, or Qdrant).
+    """
 
     def __init__(self, default: VectorStore, tree: TreeStore) -> None:
         super().__init__(default)

@@ -1,7 +1,6 @@
 """SQLiteTreeStore: the tree, mappings and LLM call log in ``tree.db`` (WAL, numbered migrations).
 
-Reads use the stdlib ``sqlite3`` driver so ``kt browse`` starts fast; sqlite-utils is imported
-only when the schema must be migrated or rows written in bulk.
+Reads use the stdlib ``sqlite3`` (fast start); sqlite-utils loads only to migrate or write in bulk.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from .base import (
     renamed_paths,
     subtree_counts,
 )
+from .heavy_imports import import_sqlite_utils
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -199,8 +199,6 @@ class SQLiteTreeStore(TreeStore):
         return conn
 
     def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
-        from .heavy_imports import import_sqlite_utils
-
         db = import_sqlite_utils().Database(conn)
         for number in range(version, len(MIGRATIONS)):
             with db.conn:

@@ -1,47 +1,4 @@
-"""FakeLLMServer: a loopback HTTP server speaking the OpenAI and Anthropic APIs to the real SDKs.
-
-It answers ``POST /v1/chat/completions`` (OpenAI shape, ``usage`` included) and
-``POST /v1/messages`` (Anthropic shape, forced ``tool_use`` block, ``usage`` included). Tree
-calls — a ``json_schema`` response format, or a forced tool — are answered by a deterministic
-keyword "brain" that reads the ``<chunk id="...">`` blocks and ``<tree>`` listing written by
-``knowtology_cli.builders.prompts.render_user`` and returns a plausible 2-3 level tree. Other calls
-are chat turns, answered from a script of tool calls and final texts (for ``kt ask`` tests).
-
-Faults can be injected per call (``faults=["rate_limit", None, "malformed"]``, by arrival order)
-or by rate (``fail_rate=0.3, seed=7``: decided from a hash of the request and how often it was
-seen, so retries of one request get fresh draws and the outcome doesn't depend on thread timing):
-
-====================  ===================================================================
-``malformed``         reply text is cut mid-JSON (Anthropic: a text block, no tool call)
-``truncated``         stopped at max tokens: content cut mid-JSON, ``finish_reason="length"``
-                      (Anthropic: ``stop_reason="max_tokens"``, tool input ``{}``)
-``drop_ids``          a third of the assignments are left out
-``unknown_ids``       two assignments for chunk ids that were never sent are added
-``deep_paths``        half of the paths get two extra levels (4-5 segments)
-``rate_limit``        HTTP 429 with ``retry-after`` (``retry_after`` seconds)
-``server_error``      HTTP 500
-``hang``              no answer for ``hang_seconds`` (longer than the client timeout)
-``auth``              HTTP 401 whose message echoes the key sent (tests check it never leaks)
-``overflow``          HTTP 400 ``context_length_exceeded`` (llama.cpp's wording, stating ``n_ctx``)
-``no_usage``          a normal answer without a ``usage`` block (the client must estimate)
-``junk``              tree replies use chunk ids and file paths as category paths; naming
-                      replies use ids, digits and file names as names
-====================  ===================================================================
-
-Naming calls (``json_schema`` / tool named ``name_categories``, from the hybrid builder) are
-answered from the ``<category id=... draft=...>`` blocks: each node keeps its draft name and is
-described with the most frequent words of its sample passages. ``context_window=N`` makes the server refuse prompts of N tokens or more
-(HTTP 400 like llama.cpp) and, with ``publish_limits=True``, publish N at ``GET /props``
-(llama.cpp) and as ``max_model_len`` in ``GET /v1/models`` (vLLM). ``prefill_tps``/``gen_tps``
-add a local model's time per prompt and reply token, ``serial=True`` answers one request at a
-time (like a one-slot llama.cpp server). Every call records the usage it reported
-(``CallRecord.prompt_tokens``/``completion_tokens``; 0 when none was sent).
-
-Standalone: ``python -m knowtology_cli.testing.fake_llm --port 0 --latency 2 --fail-rate 0.3``
-prints its root URL (``http://127.0.0.1:PORT``) on the first line of stdout; point
-``OPENAI_BASE_URL`` at ``URL/v1`` and ``ANTHROPIC_BASE_URL`` at ``URL``. ``GET /_calls``
-returns the call log as JSON.
-"""
+"""FakeLLMServer: a loopback HTTP server speaking the OpenAI and Anthropic APIs to the real SDKs."""
 
 from __future__ import annotations
 
@@ -270,7 +227,50 @@ class CallRecord:
 
 
 class FakeLLMServer:
-    """Loopback OpenAI + Anthropic server (context manager); see the module docstring.
+    """Loopback OpenAI + Anthropic server (context manager).
+
+    It answers ``POST /v1/chat/completions`` (OpenAI shape, ``usage`` included) and
+    ``POST /v1/messages`` (Anthropic shape, forced ``tool_use`` block, ``usage`` included). Tree
+    calls — a ``json_schema`` response format, or a forced tool — are answered by a deterministic
+    keyword "brain" that reads the ``<chunk id="...">`` blocks and ``<tree>`` listing written by
+    ``knowtology_cli.builders.prompts.render_user`` and returns a plausible 2-3 level tree. Other calls
+    are chat turns, answered from a script of tool calls and final texts (for ``kt ask`` tests).
+
+    Faults can be injected per call (``faults=["rate_limit", None, "malformed"]``, by arrival order)
+    or by rate (``fail_rate=0.3, seed=7``: decided from a hash of the request and how often it was
+    seen, so retries of one request get fresh draws and the outcome doesn't depend on thread timing):
+
+    ====================  ===================================================================
+    ``malformed``         reply text is cut mid-JSON (Anthropic: a text block, no tool call)
+    ``truncated``         stopped at max tokens: content cut mid-JSON, ``finish_reason="length"``
+                          (Anthropic: ``stop_reason="max_tokens"``, tool input ``{}``)
+    ``drop_ids``          a third of the assignments are left out
+    ``unknown_ids``       two assignments for chunk ids that were never sent are added
+    ``deep_paths``        half of the paths get two extra levels (4-5 segments)
+    ``rate_limit``        HTTP 429 with ``retry-after`` (``retry_after`` seconds)
+    ``server_error``      HTTP 500
+    ``hang``              no answer for ``hang_seconds`` (longer than the client timeout)
+    ``auth``              HTTP 401 whose message echoes the key sent (tests check it never leaks)
+    ``overflow``          HTTP 400 ``context_length_exceeded`` (llama.cpp's wording, stating ``n_ctx``)
+    ``no_usage``          a normal answer without a ``usage`` block (the client must estimate)
+    ``junk``              tree replies use chunk ids and file paths as category paths; naming
+                          replies use ids, digits and file names as names
+    ====================  ===================================================================
+
+    Naming calls (``json_schema`` / tool named ``name_categories``, from the hybrid builder) are
+    answered from the ``<category id=... draft=...>`` blocks: each node keeps its draft name and is
+    described with the most frequent words of its sample passages. ``context_window=N`` makes the
+    server refuse prompts of N tokens or more
+    (HTTP 400 like llama.cpp) and, with ``publish_limits=True``, publish N at ``GET /props``
+    (llama.cpp) and as ``max_model_len`` in ``GET /v1/models`` (vLLM). ``prefill_tps``/``gen_tps``
+    add a local model's time per prompt and reply token, ``serial=True`` answers one request at a
+    time (like a one-slot llama.cpp server). Every call records the usage it reported
+    (``CallRecord.prompt_tokens``/``completion_tokens``; 0 when none was sent).
+
+    Standalone: ``python -m knowtology_cli.testing.fake_llm --port 0 --latency 2 --fail-rate 0.3``
+    prints its root URL (``http://127.0.0.1:PORT``) on the first line of stdout; point
+    ``OPENAI_BASE_URL`` at ``URL/v1`` and ``ANTHROPIC_BASE_URL`` at ``URL``. ``GET /_calls``
+    returns the call log as JSON.
 
     Args:
         faults: a fault name (or None) per request in arrival order, or ``{index: fault}``.
