@@ -668,6 +668,7 @@ class KnowledgeBase:
             timeout / context_window / max_output: per-attempt timeout and model limits for a
                 client made from a spec (``--timeout``, ``--context-window``, ``--max-output``).
         """
+        from .builders.context import StoreSet  # deferred: the builders package loads numpy
         from .builders.dispatch import run_build  # deferred: loads numpy
 
         name = self._collection(collection)
@@ -689,7 +690,7 @@ class KnowledgeBase:
             if not dry_run:
                 self._finish_removals()
             report = run_build(
-                self,
+                StoreSet(self.vectors, self.tree, self.embedder_for),  # the stores, not the façade
                 name,
                 builder=chosen,
                 llm=client,

@@ -10,13 +10,13 @@ from .llm_builder import run_llm_build
 from .runner import run_cluster_build, stale_nodes
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
     from ..llm.base import LLMClient
     from ..models import BuildReport
+    from .context import BuildStores
 
 
 def run_build(
-    kb: KnowledgeBase,
+    stores: BuildStores,
     collection: str,
     *,
     builder: str,
@@ -34,19 +34,19 @@ def run_build(
     """
     if builder == "hybrid":
         assert llm is not None
-        return run_hybrid_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+        return run_hybrid_build(stores, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
                                 progress=progress, message=message, use_cache=use_cache)
     if builder == "llm":
         assert llm is not None
-        full = rebuild or not kb.tree.nodes(collection)
-        report = run_llm_build(kb, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
+        full = rebuild or not stores.tree.nodes(collection)
+        report = run_llm_build(stores, collection, llm=llm, rebuild=rebuild, dry_run=dry_run, concurrency=concurrency,
                                progress=progress, message=message, use_cache=use_cache)
         if full and not dry_run and not report.unmapped:
-            kb.tree.mark_named(collection)  # the model named every category for the members it has now
+            stores.tree.mark_named(collection)  # the model named every category for the members it has now
         elif not dry_run:
-            left = stale_nodes(kb, collection)
+            left = stale_nodes(stores, collection)
             if left:  # re-describing them is the LLM builder's part (see stale_nodes)
                 report = report.model_copy(update={"notes": [*report.notes, (
                     f"{len(left)} categories changed materially since they were named (e.g. {left[0].path!r})")]})
         return report
-    return run_cluster_build(kb, collection, rebuild=rebuild, dry_run=dry_run, progress=progress, message=message)
+    return run_cluster_build(stores, collection, rebuild=rebuild, dry_run=dry_run, progress=progress, message=message)

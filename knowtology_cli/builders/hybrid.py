@@ -41,8 +41,8 @@ from .snippets import make_snippet
 from .validate import NameCheck, clean_description, clean_name, name_key
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
     from ..llm.base import LLMClient
+    from .context import BuildStores
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
@@ -156,11 +156,11 @@ def naming_check(check: NameCheck) -> NameCheck:
     return out
 
 
-def collection_check(kb: KnowledgeBase, collection: str, chunks: Sequence[Any]) -> NameCheck:
+def collection_check(stores: BuildStores, collection: str, chunks: Sequence[Any]) -> NameCheck:
     """The :class:`NameCheck` of naming calls: the collection's chunk ids, files and document titles."""
     meta = {c.chunk_id: (c.doc_id, c.file_name) for c in chunks}
     titles = {c.chunk_id: c.title for c in chunks}
-    return naming_check(tree_name_check(kb, collection, meta, meta, titles))
+    return naming_check(tree_name_check(stores, collection, meta, meta, titles))
 
 
 class NodeNamer:
@@ -567,18 +567,18 @@ def renamed_paths(views: Mapping[str, NodeView], named: Mapping[str, Named]) -> 
     return out
 
 
-def rewrite_tree(kb: KnowledgeBase, collection: str, named: Mapping[str, Named]) -> None:
+def rewrite_tree(stores: BuildStores, collection: str, named: Mapping[str, Named]) -> None:
     """Give ``named`` nodes their new names and descriptions, in one transaction over the whole tree."""
-    nodes = kb.tree.nodes(collection)
-    mappings = kb.tree.mappings(collection)
+    nodes = stores.tree.nodes(collection)
+    mappings = stores.tree.mappings(collection)
     views = tree_views([Category(path=n.path, description=n.description) for n in nodes],
                        {m.chunk_id: m.path for m in mappings})
     new_path = renamed_paths(views, named)
-    hashes = kb.tree.mapping_hashes(collection)
+    hashes = stores.tree.mapping_hashes(collection)
     categories = [Category(path=new_path[p], description=named[p].description if p in named else v.description)
                   for p, v in sorted(views.items(), key=lambda kv: kv[0].count("/"))]
     moved = [(m.model_copy(update={"path": new_path[m.path]}), hashes.get(m.chunk_id, "")) for m in mappings]
-    kb.tree.apply(collection, categories, moved, replace=True)
+    stores.tree.apply(collection, categories, moved, replace=True)
 
 
 # ------------------------------------------------------------------------------- the builder
@@ -593,10 +593,10 @@ class HybridTreeBuilder:
     whose membership changed materially after an incremental build.
     """
 
-    def __init__(self, kb: KnowledgeBase, collection: str, llm: LLMClient, *, concurrency: int = 1,
+    def __init__(self, stores: BuildStores, collection: str, llm: LLMClient, *, concurrency: int = 1,
                  use_cache: bool = True, params: NamingParams = NamingParams(),
                  progress: ProgressFn | None = None, message: MessageFn | None = None) -> None:
-        self.kb = kb
+        self.stores = stores
         self.collection = collection
         self.llm = llm
         self.concurrency = max(1, concurrency)
@@ -609,19 +609,19 @@ class HybridTreeBuilder:
     def run(self, *, rebuild: bool = False, dry_run: bool = False) -> BuildReport:
         """Build (or extend and re-describe) the tree."""
         started = time.perf_counter()
-        pending, orphans, hashes = pending_work(self.kb, self.collection)
-        info = self.kb.tree.get_collection(self.collection)
-        has_tree = bool(self.kb.tree.nodes(self.collection))
+        pending, orphans, hashes = pending_work(self.stores, self.collection)
+        info = self.stores.tree.get_collection(self.collection)
+        has_tree = bool(self.stores.tree.nodes(self.collection))
         named_before = info is not None and info.builder in ("hybrid", "llm")
         if has_tree and not rebuild and not pending and not orphans and named_before:
             return self._finish(started, ["tree is up to date; no calls"], dry_run=dry_run)
         limits_note = fit_limits(self.llm)
         chunks, vectors = self._load()
         texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
-        check = collection_check(self.kb, self.collection, chunks)
-        log = CallLog(self.kb.tree, self.collection, self.build_id, use_cache=self.use_cache)
+        check = collection_check(self.stores, self.collection, chunks)
+        log = CallLog(self.stores.tree, self.collection, self.build_id, use_cache=self.use_cache)
         namer = NodeNamer(self.llm, log, check, texts, vectors, params=self.params, concurrency=self.concurrency,
-                          embed=self.kb.embedder_for(self.collection).embed_documents, message=self.message,
+                          embed=self.stores.embedder_for(self.collection).embed_documents, message=self.message,
                           progress=self.progress)
         full = rebuild or not has_tree
         if full:
@@ -631,14 +631,14 @@ class HybridTreeBuilder:
             targets = set(views)
             what = f"{'would name' if dry_run else 'named'} the {len(views)} nodes of the offline tree"
         else:
-            before = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+            before = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
             if dry_run:
                 views, targets = self._current_views(), set()
                 what = f"place {len(pending)} chunks offline, then re-describe the nodes that change"
             else:
-                run_cluster_build(self.kb, self.collection, rebuild=False, dry_run=False, progress=self.progress,
+                run_cluster_build(self.stores, self.collection, rebuild=False, dry_run=False, progress=self.progress,
                                   message=self.message)
-                after = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+                after = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
                 views = self._current_views()
                 targets = set(views) if not named_before else changed_nodes(before, after,
                                                                             self.params.material_change)
@@ -652,7 +652,7 @@ class HybridTreeBuilder:
             tin = sum(p[1] for p in plan)
             tout = sum(p[2] for p in plan)
             notes = [what, plan_note, limits_note, "dry run: estimated tokens and cost at list price; re-asks not "
-                     "included; nothing was called", _spent_note(self.kb, self.collection)]
+                     "included; nothing was called", _spent_note(self.stores, self.collection)]
             return self._finish(started, notes, dry_run=True, calls=len(plan), input_tokens=tin, output_tokens=tout,
                                 cost=self.llm.profile.cost(tin, tout))
         self.message(plan_note)
@@ -670,11 +670,11 @@ class HybridTreeBuilder:
                           for p, v in sorted(views.items(), key=lambda kv: kv[0].count("/"))]
             assignments = [Assignment(chunk_id=a.chunk_id, path=new_path[a.path], snippet=a.snippet)
                            for a in reply.assignments]
-            apply_reply(self.kb, self.collection, TreeReply(categories=categories, assignments=assignments), hashes,
+            apply_reply(self.stores, self.collection, TreeReply(categories=categories, assignments=assignments), hashes,
                         remove=orphans, replace=True)
         elif named:
-            rewrite_tree(self.kb, self.collection, named)
-        self.kb.tree.set_builder(self.collection, "hybrid")
+            rewrite_tree(self.stores, self.collection, named)
+        self.stores.tree.set_builder(self.collection, "hybrid")
         notes = [what, plan_note, limits_note]
         if namer.rejected:
             shown = "; ".join(f"{n!r} {r}" for n, r in namer.rejected[:3])
@@ -690,7 +690,7 @@ class HybridTreeBuilder:
     def _load(self) -> tuple[list[Any], dict[str, np.ndarray]]:
         chunks: list[Any] = []
         vectors: dict[str, np.ndarray] = {}
-        for batch, matrix in self.kb.vectors.iter_rows(self.collection, with_vectors=True):
+        for batch, matrix in self.stores.vectors.iter_rows(self.collection, with_vectors=True):
             assert matrix is not None
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             unit = matrix / np.where(norms > 0, norms, 1.0)
@@ -708,39 +708,39 @@ class HybridTreeBuilder:
         return build_cluster_tree(items, np.stack([vectors[c.chunk_id] for c in chunks]))
 
     def _current_views(self) -> dict[str, NodeView]:
-        nodes = self.kb.tree.nodes(self.collection)
-        mapping = {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+        nodes = self.stores.tree.nodes(self.collection)
+        mapping = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
         return tree_views([Category(path=n.path, description=n.description) for n in nodes], mapping)
 
     def _finish(self, started: float, notes: list[str], *, dry_run: bool = False, calls: int | None = None,
                 input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0,
                 origins: dict[str, int] | None = None, rejected: int = 0, cached: int = 0) -> BuildReport:
         if calls is None:
-            spent = log_totals(self.kb.tree, self.collection, self.build_id)
+            spent = log_totals(self.stores.tree, self.collection, self.build_id)
             calls, input_tokens, output_tokens, cost, estimated = (spent.calls, spent.input_tokens,
                                                                   spent.output_tokens, spent.cost_usd, spent.estimated)
         else:
             estimated = 0
-        return build_report(self.kb, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
+        return build_report(self.stores, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
                        llm_calls=calls, cached_calls=cached, input_tokens=input_tokens, output_tokens=output_tokens,
                        cost_usd=round(cost, 6), model=self.llm.spec, name_origins=origins or {},
                        rejected_names=rejected, estimated_calls=estimated)
 
 
-def _spent_note(kb: KnowledgeBase, collection: str) -> str:
-    spent = log_totals(kb.tree, collection)
+def _spent_note(stores: BuildStores, collection: str) -> str:
+    spent = log_totals(stores.tree, collection)
     return (f"call log of {collection!r} so far: {spent.calls} calls, {spent.input_tokens:,} tokens in, "
             f"{spent.output_tokens:,} out, ${spent.cost_usd:.4f}")
 
 
-def run_hybrid_build(kb: KnowledgeBase, collection: str, *, llm: LLMClient, rebuild: bool, dry_run: bool,
+def run_hybrid_build(stores: BuildStores, collection: str, *, llm: LLMClient, rebuild: bool, dry_run: bool,
                      concurrency: int, progress: ProgressFn, message: MessageFn, use_cache: bool = True) -> BuildReport:
     """``kt build --builder hybrid`` over ``collection`` (see :class:`HybridTreeBuilder`)."""
-    return HybridTreeBuilder(kb, collection, llm, concurrency=concurrency, use_cache=use_cache, progress=progress,
+    return HybridTreeBuilder(stores, collection, llm, concurrency=concurrency, use_cache=use_cache, progress=progress,
                              message=message).run(rebuild=rebuild, dry_run=dry_run)
 
 
-def redescribe_changed(kb: KnowledgeBase, collection: str, llm: LLMClient, log: CallLog, before: Mapping[str, str],
+def redescribe_changed(stores: BuildStores, collection: str, llm: LLMClient, log: CallLog, before: Mapping[str, str],
                        *, params: NamingParams = NamingParams(), concurrency: int = 1, skip: Iterable[str] = (),
                        message: MessageFn = lambda _m: None) -> tuple[int, NodeNamer | None]:
     """After an incremental build: new names and descriptions for nodes whose membership changed materially.
@@ -749,27 +749,27 @@ def redescribe_changed(kb: KnowledgeBase, collection: str, llm: LLMClient, log: 
     build itself) are left alone. Returns (nodes re-described, the namer — for its origins and
     rejections — or None when nothing changed).
     """
-    nodes = kb.tree.nodes(collection)
-    after = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+    nodes = stores.tree.nodes(collection)
+    after = {m.chunk_id: m.path for m in stores.tree.mappings(collection)}
     existed = {p for leaf in before.values() for p in _prefixes(leaf)}
     targets = {p for p in changed_nodes(before, after, params.material_change) if p in existed} - set(skip)
     if not targets:
         return 0, None
     views = tree_views([Category(path=n.path, description=n.description) for n in nodes], after)
     members = sorted({c for p in targets for c in views[p].members})
-    chunks = [c for start in range(0, len(members), 2000) for c in kb.vectors.get(collection, members[start:start + 2000])]
-    raw = kb.vectors.vectors(collection, members)
+    chunks = [c for start in range(0, len(members), 2000) for c in stores.vectors.get(collection, members[start:start + 2000])]
+    raw = stores.vectors.vectors(collection, members)
     vectors = {}
     for cid, vec in raw.items():
         v = np.asarray(vec, dtype=np.float32)
         vectors[cid] = v / (np.linalg.norm(v) or 1.0)
     texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
-    namer = NodeNamer(llm, log, collection_check(kb, collection, chunks), texts, vectors, params=params,
-                      concurrency=concurrency, embed=kb.embedder_for(collection).embed_documents, message=message)
+    namer = NodeNamer(llm, log, collection_check(stores, collection, chunks), texts, vectors, params=params,
+                      concurrency=concurrency, embed=stores.embedder_for(collection).embed_documents, message=message)
     named = namer.name(views, targets)
     changed = {p: n for p, n in named.items() if (n.name, n.description) != (views[p].name, views[p].description)}
     if changed:
-        rewrite_tree(kb, collection, changed)
+        rewrite_tree(stores, collection, changed)
     return len(targets), namer
 
 

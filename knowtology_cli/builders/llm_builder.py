@@ -43,9 +43,9 @@ from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
 __all__ = ["BuildPlan", "LLMTreeBuilder", "NameMerger", "name_key", "plan_build", "prompt_hash", "run_llm_build"]
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
     from ..llm.base import LLMClient
     from ..llm.profiles import ModelProfile
+    from .context import BuildStores
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
@@ -301,7 +301,7 @@ class LLMTreeBuilder:
     build resumes with only the unmapped chunks. ``kt bench build`` measures the concurrency.
 
     Args:
-        kb: the knowledge base (tree store, vector store).
+        stores: the knowledge base (tree store, vector store).
         collection: the collection to map.
         llm: the client; its ``profile`` sizes the batches (after the server's limits are asked).
         concurrency: EXTEND calls in flight at once (1 = strictly sequential).
@@ -316,7 +316,7 @@ class LLMTreeBuilder:
 
     def __init__(
         self,
-        kb: KnowledgeBase,
+        stores: BuildStores,
         collection: str,
         llm: LLMClient,
         *,
@@ -330,7 +330,7 @@ class LLMTreeBuilder:
         progress: ProgressFn | None = None,
         message: MessageFn | None = None,
     ) -> None:
-        self.kb = kb
+        self.stores = stores
         self.collection = collection
         self.llm = llm
         self.concurrency = max(1, int(concurrency))
@@ -356,11 +356,11 @@ class LLMTreeBuilder:
             BuildError: chunks are still unmapped at the end (the message says how to resume).
         """
         started = time.perf_counter()
-        pending, orphans, hashes = pending_work(self.kb, self.collection)
+        pending, orphans, hashes = pending_work(self.stores, self.collection)
         if rebuild:
             pending = sorted(hashes)
         self.hashes = hashes
-        self.paths: list[str] = [] if rebuild else [n.path for n in self.kb.tree.nodes(self.collection)]
+        self.paths: list[str] = [] if rebuild else [n.path for n in self.stores.tree.nodes(self.collection)]
         self.replace_next = rebuild
         spec = self.llm.spec
         if not pending and not orphans:
@@ -368,7 +368,7 @@ class LLMTreeBuilder:
         limits_note = fit_limits(self.llm)
         self.profile = self.llm.profile
         self._load(pending)
-        self.names = tree_name_check(self.kb, self.collection, hashes, self.meta, self.titles, self.caps)
+        self.names = tree_name_check(self.stores, self.collection, hashes, self.meta, self.titles, self.caps)
         costs = chunk_costs([(i, self.texts[i]) for i in self.order], self.profile, per_chunk_cap=self.per_chunk_cap)
         self.costs = {c.chunk_id: c for c in costs}
         tree_tokens = None
@@ -391,12 +391,12 @@ class LLMTreeBuilder:
             return self._finish(started, True, notes, build_plan.calls, tally)
         self.message(plan_note)
         self.message(limits_note)
-        before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.kb.tree.mappings(self.collection)}
+        before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
         existing = set(self.paths)
         if orphans:
-            self.kb.tree.apply(self.collection, [], [], remove=orphans)
+            self.stores.tree.apply(self.collection, [], [], remove=orphans)
             if not rebuild:  # a rebuild starts from no tree whatever the old one holds
-                self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
+                self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
         if before and self.done:  # an incremental build: nodes that changed materially get new names
             tally.notes.extend(self._redescribe(before, existing))
@@ -404,9 +404,9 @@ class LLMTreeBuilder:
         if orphans:
             notes.append(f"removed {len(orphans)} deleted chunks from the tree")
         if self.done or orphans:  # a build that changed nothing (every call failed) leaves the store as it was
-            self.kb.tree.set_builder(self.collection, "llm")
+            self.stores.tree.set_builder(self.collection, "llm")
         report = self._finish(started, False, notes, build_plan.calls, tally)
-        still, _, _ = pending_work(self.kb, self.collection)
+        still, _, _ = pending_work(self.stores, self.collection)
         if self.replace_next and self.order:  # --rebuild, and not one reply could be applied
             raise BuildError(
                 f"rebuild failed: no reply could be applied, so the previous tree is kept "
@@ -422,8 +422,8 @@ class LLMTreeBuilder:
 
     def _redescribe(self, before: dict[str, str], existing: set[str]) -> list[str]:
         """The re-description call(s) for nodes whose membership changed materially (``hybrid.NodeNamer``)."""
-        created = {n.path for n in self.kb.tree.nodes(self.collection)} - existing
-        count, namer = redescribe_changed(self.kb, self.collection, self.llm, self.log, before,
+        created = {n.path for n in self.stores.tree.nodes(self.collection)} - existing
+        count, namer = redescribe_changed(self.stores, self.collection, self.llm, self.log, before,
                                           params=NamingParams(), concurrency=self.concurrency, skip=created,
                                           message=self.message)
         if namer is None:
@@ -435,7 +435,7 @@ class LLMTreeBuilder:
                 f"{namer.origins['offline']} kept)"]
 
     def _spent_note(self) -> str:
-        spent = log_totals(self.kb.tree, self.collection)
+        spent = log_totals(self.stores.tree, self.collection)
         return (f"call log of {self.collection!r} so far: {spent.calls} calls, {spent.input_tokens:,} tokens in, "
                 f"{spent.output_tokens:,} out, ${spent.cost_usd:.4f}"
                 + (f" ({spent.estimated} with estimated usage)" if spent.estimated else ""))
@@ -444,7 +444,7 @@ class LLMTreeBuilder:
     def _load(self, pending: Sequence[str]) -> None:
         chunks = []
         for start in range(0, len(pending), 2000):
-            chunks.extend(self.kb.vectors.get(self.collection, list(pending[start:start + 2000])))
+            chunks.extend(self.stores.vectors.get(self.collection, list(pending[start:start + 2000])))
         chunks.sort(key=lambda c: (c.file_name, c.doc_id, c.chunk_index, c.chunk_id))
         self.order = [c.chunk_id for c in chunks]
         self.texts: dict[str, str] = {}
@@ -482,7 +482,7 @@ class LLMTreeBuilder:
         self.done = 0
         self.unsent: list[str] = []
         self.cancel = threading.Event()
-        self.log = CallLog(self.kb.tree, self.collection, self.build_id, use_cache=self.use_cache)
+        self.log = CallLog(self.stores.tree, self.collection, self.build_id, use_cache=self.use_cache)
         total = build_plan.chunks
         queue: deque[_Task] = deque(_Task(b.chunk_ids, b.max_output_tokens) for b in build_plan.batches)
         in_flight: dict[Future[CallOutcome], _Sent] = {}
@@ -658,9 +658,9 @@ class LLMTreeBuilder:
         return followups + self._task(valid.missing_ids, task.depth + 1, "missing", task.feedback)
 
     def _apply(self, reply: TreeReply) -> None:
-        apply_reply(self.kb, self.collection, reply, self.hashes, replace=self.replace_next)
+        apply_reply(self.stores, self.collection, reply, self.hashes, replace=self.replace_next)
         self.replace_next = False
-        self.paths = [n.path for n in self.kb.tree.nodes(self.collection)]
+        self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         self.done += len(reply.assignments)
         self.progress("mapping", self.done, len(self.order))
 
@@ -675,7 +675,7 @@ class LLMTreeBuilder:
         for r in rejected:
             prefix = tuple(r.path.split("/")[: min(r.index, self.caps.max_depth - 1)])
             groups.setdefault(prefix, []).append(r.chunk_id)
-        names = offline_group_names(self.kb, self.collection, list(groups.values()),
+        names = offline_group_names(self.stores, self.collection, list(groups.values()),
                                     {i: (self.texts[i], self.titles[i], *self.meta[i]) for i in self.texts})
         categories: list[Category] = []
         assignments: list[dict[str, str]] = []
@@ -703,11 +703,11 @@ class LLMTreeBuilder:
         if dry_run:
             calls, tin, tout, cost, estimated = tally.calls, tally.input_tokens, tally.output_tokens, tally.cost_usd, 0
         else:  # what the call log holds for this build: the one record of spend
-            spent = log_totals(self.kb.tree, self.collection, self.build_id)
+            spent = log_totals(self.stores.tree, self.collection, self.build_id)
             calls, tin, tout, cost, estimated = (spent.calls, spent.input_tokens, spent.output_tokens, spent.cost_usd,
                                                  spent.estimated)
         return build_report(
-            self.kb, self.collection, "llm", started, dry_run=dry_run, notes=notes, batches=batches,
+            self.stores, self.collection, "llm", started, dry_run=dry_run, notes=notes, batches=batches,
             llm_calls=calls, cached_calls=tally.cached, input_tokens=tin, output_tokens=tout,
             cost_usd=round(cost, 6), model=self.llm.spec, name_origins=dict(self.origins),
             rejected_names=len(self.rejected), estimated_calls=estimated,
@@ -740,14 +740,14 @@ class LLMTreeBuilder:
         return f"{hints[-1]}; then {then}" if hints else None
 
 
-def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Sequence[str]],
+def offline_group_names(stores: BuildStores, collection: str, groups: Sequence[Sequence[str]],
                         info: dict[str, tuple[str, str, str, str]]) -> list[tuple[str, str]]:
     """Offline ``(name, description)`` of each group of chunk ids, named as siblings by ``cluster.name_tree``.
 
     ``info`` maps a chunk id to ``(text, title, doc_id, file_name)``.
     """
     ids = [i for group in groups for i in group]
-    vectors = kb.vectors.vectors(collection, ids)
+    vectors = stores.vectors.vectors(collection, ids)
     rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]
     matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -760,7 +760,7 @@ def offline_group_names(kb: KnowledgeBase, collection: str, groups: Sequence[Seq
 
 
 def run_llm_build(
-    kb: KnowledgeBase,
+    stores: BuildStores,
     collection: str,
     *,
     llm: LLMClient,
@@ -772,6 +772,6 @@ def run_llm_build(
     **options: Any,
 ) -> BuildReport:
     """Build or extend ``collection``'s tree with ``llm`` (see :class:`LLMTreeBuilder` for ``options``)."""
-    builder = LLMTreeBuilder(kb, collection, llm, concurrency=concurrency, progress=progress, message=message,
+    builder = LLMTreeBuilder(stores, collection, llm, concurrency=concurrency, progress=progress, message=message,
                              **options)
     return builder.run(rebuild=rebuild, dry_run=dry_run)

@@ -12,7 +12,7 @@ from .prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, TreeCaps, system_prompt
 from .validate import NameCheck
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
+    from .context import BuildStores
 
 
 def document_title(chunk_title: str) -> str:
@@ -20,7 +20,7 @@ def document_title(chunk_title: str) -> str:
     return chunk_title.split(TITLE_SEPARATOR.strip(), 1)[0].strip()
 
 
-def tree_name_check(kb: KnowledgeBase, collection: str, chunk_ids: Iterable[str],
+def tree_name_check(stores: BuildStores, collection: str, chunk_ids: Iterable[str],
                     meta: dict[str, tuple[str, str]], titles: dict[str, str], caps: TreeCaps = TreeCaps()) -> NameCheck:
     """The :class:`NameCheck` of tree-building replies: the collection's ids, files and titles, the tree prompts.
 
@@ -30,7 +30,7 @@ def tree_name_check(kb: KnowledgeBase, collection: str, chunk_ids: Iterable[str]
     ``meta`` maps the chunks being placed to ``(doc_id, file_name)``, ``titles`` to their heading trails.
     """
     known = {v for pair in meta.values() for v in pair}
-    for m in kb.tree.mappings(collection):
+    for m in stores.tree.mappings(collection):
         known.update((m.file_name, m.doc_id))
     doc_titles = {meta[c][0] or meta[c][1]: document_title(t) for c, t in titles.items() if c in meta}
     instructions = system_prompt(False, caps) + "\n" + system_prompt(True, caps)

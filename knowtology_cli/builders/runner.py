@@ -14,8 +14,8 @@ from ..models import Assignment, BuildReport, Category, ChunkMapping, TreeNode, 
 from ..provenance import provenance
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
     from ..stores.base import TreeState
+    from .context import BuildStores
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,10 @@ class Freshness:
     advice: str = ""
 
 
-def pending_work(kb: KnowledgeBase, collection: str) -> tuple[list[str], list[str], dict[str, str]]:
+def pending_work(stores: BuildStores, collection: str) -> tuple[list[str], list[str], dict[str, str]]:
     """(chunk ids to map, mapped ids whose chunk is gone, chunk_id -> current content hash)."""
-    stored = {i: h for i, (h, _) in kb.vectors.fingerprints(collection).items()}
-    mapped = kb.tree.mapping_hashes(collection)
+    stored = {i: h for i, (h, _) in stores.vectors.fingerprints(collection).items()}
+    mapped = stores.tree.mapping_hashes(collection)
     orphans = sorted(i for i in mapped if i not in stored)
     pending = sorted(i for i, h in stored.items() if mapped.get(i) != h)
     return pending, orphans, stored
@@ -60,7 +60,7 @@ def is_stale(node: TreeNode, params: FreshnessParams = FRESHNESS) -> bool:
     return node.churn > 0 and node.churn >= params.stale_share * max(1, node.named_count or 0)
 
 
-def stale_nodes(kb: KnowledgeBase, collection: str, params: FreshnessParams = FRESHNESS) -> list[TreeNode]:
+def stale_nodes(stores: BuildStores, collection: str, params: FreshnessParams = FRESHNESS) -> list[TreeNode]:
     """Nodes whose membership changed materially since they were last named, parents first.
 
     Every tree write counts, per node, the members added, removed, moved or changed since it was last
@@ -68,10 +68,10 @@ def stale_nodes(kb: KnowledgeBase, collection: str, params: FreshnessParams = FR
     ``FRESHNESS.stale_share`` of ``named_count``.
 
     The offline builder renames them (:func:`refresh_offline`); the LLM builder re-describes them.
-    After naming a node, record it with ``kb.tree.mark_named(collection, [path])`` (or pass the
-    paths as ``named`` to ``kb.tree.rename_nodes``).
+    After naming a node, record it with ``stores.tree.mark_named(collection, [path])`` (or pass the
+    paths as ``named`` to ``stores.tree.rename_nodes``).
     """
-    return sorted((n for n in kb.tree.nodes(collection) if is_stale(n, params)), key=lambda n: (n.level, n.path))
+    return sorted((n for n in stores.tree.nodes(collection) if is_stale(n, params)), key=lambda n: (n.level, n.path))
 
 
 def drift(state: TreeState, mapped: int) -> float:
@@ -84,7 +84,7 @@ def drift(state: TreeState, mapped: int) -> float:
     return round(min(1.0, moved / max(1, mapped + state.removed)), 4) if moved else 0.0
 
 
-def tree_freshness(kb: KnowledgeBase, collection: str, *, chunks: int, unmapped: int, orphans: int,
+def tree_freshness(stores: BuildStores, collection: str, *, chunks: int, unmapped: int, orphans: int,
                    nodes: Sequence[TreeNode], params: FreshnessParams = FRESHNESS) -> Freshness:
     """State, stale categories, drift and what to run, for ``kt status`` and ``kt build``."""
     if not chunks and not nodes:
@@ -92,7 +92,7 @@ def tree_freshness(kb: KnowledgeBase, collection: str, *, chunks: int, unmapped:
     if not nodes:
         return Freshness("unbuilt", advice=f"no tree yet for {chunks} chunks: kt build")
     stale = sorted((n for n in nodes if is_stale(n, params)), key=lambda n: (n.level, n.path))
-    value = drift(kb.tree.tree_state(collection), chunks - unmapped)
+    value = drift(stores.tree.tree_state(collection), chunks - unmapped)
     advised = value >= params.rebuild_drift
     parts: list[str] = []
     if unmapped or orphans:
@@ -111,11 +111,11 @@ def tree_freshness(kb: KnowledgeBase, collection: str, *, chunks: int, unmapped:
     return Freshness(state, [n.path for n in stale], value, advised, "; ".join(parts))
 
 
-def apply_reply(kb: KnowledgeBase, collection: str, reply: TreeReply, hashes: dict[str, str], *,
+def apply_reply(stores: BuildStores, collection: str, reply: TreeReply, hashes: dict[str, str], *,
                 remove: list[str] | tuple[str, ...] = (), replace: bool = False) -> None:
     """Write a validated reply (categories + assignments) into the tree store in one transaction."""
     ids = [a.chunk_id for a in reply.assignments]
-    meta = {c.chunk_id: c for c in kb.vectors.get(collection, ids, with_text=False)}
+    meta = {c.chunk_id: c for c in stores.vectors.get(collection, ids, with_text=False)}
     mappings = []
     for a in reply.assignments:
         c = meta.get(a.chunk_id)
@@ -124,11 +124,11 @@ def apply_reply(kb: KnowledgeBase, collection: str, reply: TreeReply, hashes: di
         mappings.append((ChunkMapping(collection=collection, chunk_id=a.chunk_id, tree_node_id=0, snippet=a.snippet,
                                       doc_id=c.doc_id, file_name=c.file_name, chunk_index=c.chunk_index,
                                       path=a.path, **provenance(c.metadata)), hashes.get(a.chunk_id, c.content_hash)))
-    kb.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace)
+    stores.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace)
 
 
 def run_cluster_build(
-    kb: KnowledgeBase,
+    stores: BuildStores,
     collection: str,
     *,
     rebuild: bool,
@@ -139,10 +139,10 @@ def run_cluster_build(
     """The offline builder: cluster every chunk (a full build), else place new or changed chunks top
     down, unmap removed ones and rename stale categories."""
     started = time.perf_counter()
-    pending, orphans, hashes = pending_work(kb, collection)
-    has_tree = bool(kb.tree.nodes(collection))
+    pending, orphans, hashes = pending_work(stores, collection)
+    has_tree = bool(stores.tree.nodes(collection))
     full = rebuild or not has_tree
-    stale = [] if full else stale_nodes(kb, collection)
+    stale = [] if full else stale_nodes(stores, collection)
     notes: list[str] = []
     if dry_run:
         if full:
@@ -150,46 +150,46 @@ def run_cluster_build(
         else:
             notes.append(f"top-down placement of {len(pending)} chunks, {len(orphans)} removed;"
                          f" {len(stale)} categories to rename; no LLM calls")
-        return build_report(kb, collection, "cluster", started, dry_run=True, notes=notes)
+        return build_report(stores, collection, "cluster", started, dry_run=True, notes=notes)
     if full:
-        _cluster_all(kb, collection, hashes, progress, message)
-        kb.tree.mark_named(collection)
+        _cluster_all(stores, collection, hashes, progress, message)
+        stores.tree.mark_named(collection)
         notes.append(f"clustered {len(hashes)} chunks")
     elif pending or orphans or stale:
-        notes.extend(_extend(kb, collection, pending, orphans, hashes, progress, message))
+        notes.extend(_extend(stores, collection, pending, orphans, hashes, progress, message))
     else:
         notes.append("tree is up to date")
-    kb.tree.set_builder(collection, "cluster")
+    stores.tree.set_builder(collection, "cluster")
     if not full:
-        notes.extend(_drift_note(kb, collection))
-    return build_report(kb, collection, "cluster", started, notes=notes)
+        notes.extend(_drift_note(stores, collection))
+    return build_report(stores, collection, "cluster", started, notes=notes)
 
 
-def _drift_note(kb: KnowledgeBase, collection: str) -> list[str]:
-    mapped = len(kb.tree.mapping_hashes(collection))
-    value = drift(kb.tree.tree_state(collection), mapped)
+def _drift_note(stores: BuildStores, collection: str) -> list[str]:
+    mapped = len(stores.tree.mapping_hashes(collection))
+    value = drift(stores.tree.tree_state(collection), mapped)
     if value >= FRESHNESS.rebuild_drift:
         return [f"drift {value:.2f}: {value:.0%} of the map was placed or removed since the last full build;"
                 " kt build --rebuild would give a better map"]
     return []
 
 
-def _cluster_all(kb: KnowledgeBase, collection: str, hashes: dict[str, str],
+def _cluster_all(stores: BuildStores, collection: str, hashes: dict[str, str],
                  progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> None:
     from .cluster import build_cluster_tree  # deferred: keeps kt status fast
 
     progress("loading", 0, len(hashes))
-    items, matrix = _load_items(kb, collection)
+    items, matrix = _load_items(stores, collection)
     progress("loading", len(items), len(hashes))
     if not items:
-        kb.tree.apply(collection, [], [], replace=True)
+        stores.tree.apply(collection, [], [], replace=True)
         return
     message(f"clustering {len(items)} chunks…")
-    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(kb, collection, message))
-    apply_reply(kb, collection, reply, hashes, replace=True)
+    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(stores, collection, message))
+    apply_reply(stores, collection, reply, hashes, replace=True)
 
 
-def query_embedder(kb: KnowledgeBase, collection: str,
+def query_embedder(stores: BuildStores, collection: str,
                    message: Callable[[str], None] | None = None) -> Callable[[list[str]], np.ndarray]:
     """Embeds texts as queries with the collection's embedder, in its batches (loaded on first use),
     so the namer can judge descriptions the way a search or a router reads them. An embedder error
@@ -197,7 +197,7 @@ def query_embedder(kb: KnowledgeBase, collection: str,
 
     def embed(texts: list[str]) -> np.ndarray:
         try:
-            embedder = kb.embedder_for(collection)
+            embedder = stores.embedder_for(collection)
             size = max(1, embedder.batch_size)
             parts = [np.asarray(embedder.embed_batch(texts[i:i + size], "query"), dtype=np.float32)
                      for i in range(0, len(texts), size)]
@@ -210,7 +210,7 @@ def query_embedder(kb: KnowledgeBase, collection: str,
     return embed
 
 
-def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
+def collapse_single_children(stores: BuildStores, collection: str) -> int:
     """Fold every category left with one child (after removals) into that child's place.
 
     A full build never makes a node with a single child; a removal can. The child's members move
@@ -220,7 +220,7 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
     """
     folded = 0
     while True:
-        nodes = kb.tree.nodes(collection)
+        nodes = stores.tree.nodes(collection)
         kids: dict[int | None, list[TreeNode]] = {}
         for n in nodes:
             kids.setdefault(n.parent_id, []).append(n)
@@ -229,25 +229,25 @@ def collapse_single_children(kb: KnowledgeBase, collection: str) -> int:
             return folded
         parent = min(lonely, key=lambda n: (n.level, n.path))
         child = kids[parent.id][0]
-        hashes = kb.tree.mapping_hashes(collection)
+        hashes = stores.tree.mapping_hashes(collection)
         moved = []
-        for m in kb.tree.mappings(collection, under=child.path):
+        for m in stores.tree.mappings(collection, under=child.path):
             rest = m.path[len(child.path):]
             moved.append((m.model_copy(update={"path": parent.path + rest}), hashes.get(m.chunk_id, "")))
 
         categories = [Category(path=parent.path + n.path[len(child.path):], description=n.description)
                       for n in nodes if n.path.startswith(child.path + "/")]
-        kb.tree.apply(collection, categories, moved)
+        stores.tree.apply(collection, categories, moved)
         folded += 1
 
 
-def _load_items(kb: KnowledgeBase, collection: str) -> tuple[list[Any], np.ndarray]:
+def _load_items(stores: BuildStores, collection: str) -> tuple[list[Any], np.ndarray]:
     """Every chunk of the collection as a ``ClusterItem`` with its vector, ordered by chunk id."""
     from .cluster import ClusterItem  # deferred: keeps kt status fast
 
     items: list[Any] = []
     blocks: list[np.ndarray] = []
-    for chunks, vectors in kb.vectors.iter_rows(collection, with_vectors=True):
+    for chunks, vectors in stores.vectors.iter_rows(collection, with_vectors=True):
         items.extend(ClusterItem(chunk_id=c.chunk_id, text=c.text, title=c.title, doc_id=c.doc_id,
                                  file_name=c.file_name) for c in chunks)
         assert vectors is not None
@@ -302,21 +302,21 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
     return out
 
 
-def _extend(kb: KnowledgeBase, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
+def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
             progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
     """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline)."""
     from .cluster import cluster_features  # deferred: keeps kt status fast
     from .snippets import make_snippet  # deferred: keeps kt status fast
 
     notes = []
-    items, matrix = _load_items(kb, collection)
+    items, matrix = _load_items(stores, collection)
     row_of = {item.chunk_id: i for i, item in enumerate(items)}
     skip = set(pending) | set(orphans)
-    kept = [(row_of[m.chunk_id], m.path) for m in kb.tree.mappings(collection)
+    kept = [(row_of[m.chunk_id], m.path) for m in stores.tree.mappings(collection)
             if m.chunk_id not in skip and m.chunk_id in row_of]
     if pending and not kept:  # every old chunk changed or went: start over
-        _cluster_all(kb, collection, hashes, progress, message)
-        kb.tree.mark_named(collection)
+        _cluster_all(stores, collection, hashes, progress, message)
+        stores.tree.mark_named(collection)
         return [f"clustered {len(hashes)} chunks (no chunk of the old tree was left)"]
     features = cluster_features(items, matrix) if items else matrix
     if pending:
@@ -325,18 +325,18 @@ def _extend(kb: KnowledgeBase, collection: str, pending: list[str], orphans: lis
         paths = place_top_down(features, [r for r, _ in kept], [p for _, p in kept], rows)
         assignments = [Assignment(chunk_id=items[r].chunk_id, path=p,
                                   snippet=make_snippet(items[r].text, items[r].title)) for r, p in zip(rows, paths)]
-        apply_reply(kb, collection, TreeReply(categories=[], assignments=assignments), hashes, remove=orphans)
+        apply_reply(stores, collection, TreeReply(categories=[], assignments=assignments), hashes, remove=orphans)
         notes.append(f"placed {len(assignments)} new or changed chunks top-down, removed {len(orphans)}")
     elif orphans:
-        kb.tree.apply(collection, [], [], remove=orphans)
+        stores.tree.apply(collection, [], [], remove=orphans)
         notes.append(f"removed {len(orphans)} chunks")
     if orphans:
-        collapse_single_children(kb, collection)
-    notes.extend(refresh_offline(kb, collection, items, matrix))
+        collapse_single_children(stores, collection)
+    notes.extend(refresh_offline(stores, collection, items, matrix))
     return notes
 
 
-def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | None = None,
+def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] | None = None,
                     vectors: np.ndarray | None = None, params: FreshnessParams = FRESHNESS) -> list[str]:
     """Rename and re-describe stale nodes from their members, and re-describe every other node whose
     members changed, with the names a full build would give the same tree shape. Returns notes.
@@ -346,18 +346,18 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
     """
     from .cluster import name_tree  # deferred: keeps kt status fast
 
-    nodes = kb.tree.nodes(collection)
+    nodes = stores.tree.nodes(collection)
     touched = [n for n in nodes if n.churn > 0]
     if not touched:
         return []
     if items is None or vectors is None:
-        items, vectors = _load_items(kb, collection)
-    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings(collection)}
+        items, vectors = _load_items(stores, collection)
+    leaf_of = {m.chunk_id: m.path for m in stores.tree.mappings(collection)}
     rows = [i for i, item in enumerate(items) if item.chunk_id in leaf_of]
     if not rows:
         return []
     names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows],
-                      embed_names=query_embedder(kb, collection))
+                      embed_names=query_embedder(stores, collection))
     stale = {n.path for n in touched if is_stale(n, params)}
     siblings: dict[int | None, set[str]] = {}
     for n in nodes:
@@ -376,19 +376,19 @@ def refresh_offline(kb: KnowledgeBase, collection: str, items: Sequence[Any] | N
             renamed.append(f"{n.name!r} → {name!r}")
         if new_name is not None or description != n.description:
             changes[n.path] = (new_name, description)
-    kb.tree.rename_nodes(collection, changes, named=sorted(stale))
+    stores.tree.rename_nodes(collection, changes, named=sorted(stale))
     notes = [f"refreshed {len(stale)} changed categories"
              + (f", renamed {len(renamed)}: " + "; ".join(renamed[:5]) + (" …" if len(renamed) > 5 else "")
                 if renamed else " (names still fit)")] if stale else []
     return notes
 
 
-def build_report(kb: KnowledgeBase, collection: str, builder: str, started: float, *, dry_run: bool = False,
+def build_report(stores: BuildStores, collection: str, builder: str, started: float, *, dry_run: bool = False,
                  notes: list[str] | None = None, **calls: Any) -> BuildReport:
     """The report of a build of ``builder`` begun at ``started`` (``time.perf_counter()``): the tree's
     size and what is still unmapped, with ``notes`` and the LLM call totals in ``calls``."""
-    stored = kb.vectors.fingerprints(collection)
-    mapped = sum(1 for i in kb.tree.mapping_hashes(collection) if i in stored)
-    return BuildReport(collection=collection, builder=builder, nodes=len(kb.tree.nodes(collection)), mapped=mapped,
+    stored = stores.vectors.fingerprints(collection)
+    mapped = sum(1 for i in stores.tree.mapping_hashes(collection) if i in stored)
+    return BuildReport(collection=collection, builder=builder, nodes=len(stores.tree.nodes(collection)), mapped=mapped,
                        unmapped=len(stored) - mapped, dry_run=dry_run, seconds=round(time.perf_counter() - started, 3),
                        notes=notes or [], **calls)
