@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _TOKEN = re.compile(r"[0-9a-z]+")
 STOP_WORDS = frozenset(
@@ -22,3 +23,18 @@ def keyword_query(terms: str | list[str]) -> str:
         terms = [terms]
     parts = [p.strip() for term in terms for p in term.split(",")]
     return " ".join(p for p in parts if p)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():  # snowballstemmer ships no types
+    import snowballstemmer  # deferred: heavy
+
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The English Snowball (Porter2) stem of a lower-cased word (``policies`` -> ``polici``), the
+    stemmer of the full-text index; shared by the namer's term index and pseudo-relevance feedback."""
+    stemmed: str = _stemmer().stemWord(word)
+    return stemmed

@@ -6,10 +6,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
+from ..textutil import stem
 from .params import DEFAULT_PARAMS, TreeParams
 from .snippets import clean_markdown
 
@@ -86,19 +86,6 @@ _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXi
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z0-9]{1,8})+$")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
 PHRASE = "§"  # key prefix of heading phrases
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    import snowballstemmer  # deferred: heavy
-
-    return snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """The Snowball English stem of a lower-cased word (``policies`` -> ``polici``)."""
-    return _stemmer().stemWord(word)
 
 
 @dataclass(frozen=True)

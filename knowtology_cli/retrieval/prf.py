@@ -6,10 +6,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ..textutil import STOP_WORDS
+from ..textutil import STOP_WORDS, stem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,19 +37,6 @@ class FeedbackParams:
     max_term_len: int = 20
     rocchio_alpha: float = 1.0
     rocchio_beta: float = 0.75
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    import snowballstemmer  # deferred: heavy
-
-    return snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """The English Snowball (Porter2) stem of a lower-cased word — the stemmer of the full-text index."""
-    return _stemmer().stemWord(word)
 
 
 def analyse(text: str, params: FeedbackParams = FeedbackParams()) -> list[tuple[str, str]]:
