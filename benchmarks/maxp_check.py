@@ -1,6 +1,6 @@
 """Experiment: passage-level (MaxP) rescoring of the ``thorough`` ranking, nDCG@10.
 
-Not part of the product: it decides whether ``retrieval.passages`` joins the ``thorough`` preset.
+Not part of the product: it decided whether the MaxP stage (``benchmarks.maxp``) joins the ``thorough`` preset.
 Each variant rescores the top N of the current thorough ranking (hybrid + RM3/Rocchio feedback fused
 with the first pass + tree lift, exactly as ``KnowledgeBase.search`` runs it) by each chunk's best
 sentence-window cosine (Dai & Callan 2019), fused min-max with equal weights; the tail keeps its order.
@@ -23,15 +23,16 @@ re-measure the embedding cost from scratch).
 
 from __future__ import annotations
 
+import argparse
 import pickle
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.maxp import PassageScorer, WindowRule, maxp_rescore
 from knowtology_cli.bench.data import COLLECTION, load_dataset, open_store
 from knowtology_cli.bench.metrics import evaluate
-from knowtology_cli.retrieval.passages import PassageScorer, WindowRule, maxp_rescore
 from knowtology_cli.retrieval.pipeline import retrieve, tree_lift
 from knowtology_cli.retrieval.presets import PRESETS
 
@@ -41,8 +42,8 @@ RULES = {"1 sentence": WindowRule(1, 1), "3 sentences stride 2": WindowRule(3, 2
 CACHE = Path(tempfile.gettempdir()) / "kt-maxp-check"
 
 
-def variant_names() -> list[str]:
-    return ["default", "thorough (current)"] + [f"thorough + MaxP N={n}, {r}" for r in RULES for n in TOPS]
+def variant_names(rules: dict[str, WindowRule]) -> list[str]:
+    return ["default", "thorough (current)"] + [f"thorough + MaxP N={n}, {r}" for r in rules for n in TOPS]
 
 
 def to_run(ranking, doc_of) -> dict[str, float]:
@@ -52,7 +53,7 @@ def to_run(ranking, doc_of) -> dict[str, float]:
     return out
 
 
-def run(name: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def run(name: str, rules: dict[str, WindowRule]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     ds = load_dataset(name)
     kb, _, _ = open_store(ds, "local")
     emb = kb.embedder_for(COLLECTION)
@@ -61,7 +62,7 @@ def run(name: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     chunks = {c.chunk_id: c for part, _ in store.iter_rows(COLLECTION, with_vectors=False) for c in part}
     doc_of = {i: c.doc_id for i, c in chunks.items()}
     queries = ds.judged()
-    runs: dict[str, dict] = {v: {} for v in variant_names()}
+    runs: dict[str, dict] = {v: {} for v in variant_names(rules)}
     heads: dict[str, tuple] = {}
     for qid, text in queries.items():
         qvec = emb.embed_query(text)
@@ -75,7 +76,7 @@ def run(name: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
         runs["thorough (current)"][qid] = to_run(ranking, doc_of)
         heads[qid] = (qvec, ranking)
     costs: dict[str, dict[str, float]] = {}
-    for rname, rule in RULES.items():
+    for rname, rule in rules.items():
         scorer = PassageScorer(emb.embed_documents, rule, cache_windows=10**9)
         path = CACHE / f"{name}-{rule.size}-{rule.stride}.pkl"
         cpu_embed, n_embedded = _load(scorer, path)
@@ -127,14 +128,20 @@ def _save(scorer: PassageScorer, path: Path, cpu: float, n: int) -> None:
 if __name__ == "__main__":
     results: dict[str, dict[str, float]] = {}
     costs: dict[str, dict[str, dict[str, float]]] = {}
-    for arg in sys.argv[1:]:
-        results[arg], costs[arg] = run(arg)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("collections", nargs="+")
+    parser.add_argument("--rule", choices=list(RULES), action="append",
+                        help="only these window rules of the grid (default: all)")
+    args = parser.parse_args()
+    rules = {r: RULES[r] for r in args.rule or RULES}
+    for arg in args.collections:
+        results[arg], costs[arg] = run(arg, rules)
         print(f"{arg}: " + ", ".join(f"{v} {x:.4f}" for v, x in results[arg].items()), file=sys.stderr, flush=True)
     names = list(results)
     print("| variant | " + " | ".join(names) + " | mean | − default | − thorough | worst vs thorough |")
     print("| --- |" + " ---: |" * (len(names) + 4))
-    mean = {v: sum(results[n][v] for n in names) / len(names) for v in variant_names()}
-    for v in variant_names():
+    mean = {v: sum(results[n][v] for n in names) / len(names) for v in variant_names(rules)}
+    for v in variant_names(rules):
         vals = [results[n][v] for n in names]
         worst = min(results[n][v] - results[n]["thorough (current)"] for n in names)
         print(f"| {v} | " + " | ".join(f"{x:.4f}" for x in vals)

@@ -1,4 +1,5 @@
-"""Passage-level (MaxP) rescoring: score a chunk by its best-matching sentence window.
+"""Passage-level (MaxP) rescoring, as measured by ``benchmarks.maxp_check`` (not shipped: it did not
+meet the bar for ``thorough``; figures in docs/benchmarks.md "Reranking and the thorough stages").
 
 A chunk's one vector summarises all of it (and the default embedder reads only its first 256 word
 pieces), while a query usually matches one or two sentences. MaxP (Dai & Callan, SIGIR 2019,
@@ -7,6 +8,8 @@ into passages, scores every passage against the query and keeps the best. Here t
 overlapping sentence windows embedded with the collection's own embedder (as documents, the query
 as a query); a chunk's MaxP score is its best window's cosine. That list is fused (min-max, equal
 weights) with the incoming ranking over its top N; the tail keeps its order and nothing is dropped.
+Written as a product stage would be (window cache keyed by chunk id + text hash) so the cost
+measured is the cost it would have.
 """
 
 from __future__ import annotations
@@ -15,14 +18,12 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ..chunking import _PARAGRAPH, _SENTENCE
-from ..stores.base import ScoredId
-from .fusion import fuse_lists
+import numpy as np
 
-if TYPE_CHECKING:
-    import numpy as np
+from knowtology_cli.chunking import _PARAGRAPH, _SENTENCE
+from knowtology_cli.retrieval.fusion import fuse_lists
+from knowtology_cli.stores.base import ScoredId
 
 #: Window vectors kept in process (a few MB at 384-d: about 1.5 KB per window).
 CACHE_WINDOWS = 20_000
@@ -88,8 +89,6 @@ class PassageScorer:
     def window_vectors(self, chunks: dict[str, tuple[str, str]]) -> dict[str, np.ndarray]:
         """Unit window vectors (one row per window) for each chunk id -> (title, text); windows are
         embedded as the chunk was at ingest, ``title\\nwindow``."""
-        import numpy as np  # deferred: keeps kt browse fast
-
         out: dict[str, np.ndarray] = {}
         todo: dict[tuple[str, str], list[str]] = {}
         for chunk_id, (title, text) in chunks.items():

@@ -1,15 +1,16 @@
-"""Passage-level (MaxP) rescoring: sentence windows, the window cache and the top-N fusion."""
+"""The MaxP stage measured by benchmarks.maxp_check (not shipped): sentence windows, the window cache
+and the top-N fusion. The experiment's figures rest on these behaving as described."""
 
 from __future__ import annotations
 
-from knowtology_cli.embedders.hash import HashEmbedder
-from knowtology_cli.retrieval.passages import (
+from benchmarks.maxp import (
     PassageScorer,
     WindowRule,
     maxp_rescore,
     sentence_windows,
     split_sentences,
 )
+from knowtology_cli.embedders.hash import HashEmbedder
 from knowtology_cli.stores.base import ScoredId
 
 
