@@ -507,3 +507,56 @@ def test_an_incremental_build_redescribes_the_nodes_it_changed_materially(tmp_pa
     assert {"extend", "name"} <= {r["kind"] for r in logged}
     assert report.input_tokens == sum(r["input_tokens"] for r in logged if r["build_id"] == logged[-1]["build_id"])
     assert_tree_sound(kb)
+
+
+def test_a_node_that_outgrows_the_document_title_it_wears_is_renamed_offline(tmp_path):
+    # Recorded with Qwen2.5-Coder-0.5B on sample_corpus: a node named after one document's title was
+    # accepted while it held that document's chunks, then EXTEND calls filed unrelated chunks under it
+    # (16 chunks, one from the document). A name is checked again whenever its node's members change.
+    rows = corpus(3)
+    for r in rows:
+        r["title"] = "Refund Policy" if r["doc_id"] == "refund" else r["title"]
+    rows = [r for r in rows if r["doc_id"] in {"refund", "payroll"}] + corpus(9, prefix="x")
+    rows = [r for r in rows if not r["chunk_id"].startswith("xrefund")]
+    kb = make_kb(tmp_path, rows)
+
+    def title_magnet(system, user):
+        tree = parse_tree(user)
+        reply = brain(system, user)
+        for a in reply["assignments"]:
+            if a["chunk_id"].startswith("refund") or (tree and a["chunk_id"].startswith("xdelivery")):
+                a["path"] = "Refund Policy"
+        reply["categories"] = [c for c in reply["categories"] if not c["path"].startswith("Refund Policy")]
+        return reply
+
+    report = build(kb, scripted(title_magnet))
+    assert report.unmapped == 0
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings("default")}
+    for node in kb.tree.nodes("default"):  # a name equal to the title is over mostly that document's chunks
+        under = [c for c, leaf in leaf_of.items() if leaf == node.path or leaf.startswith(node.path + "/")]
+        if node.name == "Refund Policy":
+            assert 2 * sum(c.startswith("refund") for c in under) >= len(under)
+    grown = leaf_of["refund-00"]
+    assert grown.rsplit("/", 1)[-1] != "Refund Policy"
+    assert sum(leaf.startswith(grown) for c, leaf in leaf_of.items() if c.startswith("xdelivery")) >= 4
+    assert any("renamed 1 nodes whose names failed validation" in n and "'Refund Policy'" in n for n in report.notes)
+    assert report.name_origins.get("offline", 0) >= 1
+    assert_tree_sound(kb)
+
+
+def test_a_resumed_build_renames_junk_left_by_an_earlier_build(tmp_path):
+    # A tree made before a rule existed (here: a release date as a category) is checked when the next
+    # build starts, so the prompts never show it as a place to file chunks.
+    kb = make_kb(tmp_path, corpus(3))
+    build(kb, scripted())
+    victim = next(n for n in kb.tree.nodes("default") if n.level == 1)
+    kb.tree.rename_nodes("default", {victim.path: ("6.4.0 (10 March 2026)", None)})
+    ingest(kb, tmp_path, corpus(2, prefix="new-"))
+    llm = scripted()
+    report = build(kb, llm)
+    assert report.unmapped == 0
+    names = {n.name for n in kb.tree.nodes("default")}
+    assert "6.4.0 (10 March 2026)" not in names
+    assert all("6.4.0" not in call.user for call in llm.calls)
+    assert any("is a version number or a date" in n for n in report.notes)
+    assert_tree_sound(kb)

@@ -238,13 +238,17 @@ CHECK = NameCheck(
     ("A category path joins 1 to 3 names", "copies the instructions"),
     ("Payments Subcategories: Cards", "layout of the prompt"),
     ("Refunds for perishable items that arrived warm or damaged in transit", "sentence"),
+    ("6.4.0 (10 March 2026)", "version number or a date"),  # recorded: a release date as a subcategory
+    ("v2.1", "version number or a date"),
+    ("Monday, 3rd June", "version number or a date"),
 ])
 def test_names_that_are_not_category_names_are_refused_with_the_reason(name, why):
     assert why in (CHECK.segment_problem(name) or ""), (name, CHECK.segment_problem(name))
 
 
 @pytest.mark.parametrize("name", ["Refunds & Returns", "Q3 Planning", "Node.js Services", "Log Retention",
-                                  "On-call Rotation", "Payments (Cards)", "Über Deliveries", "FAQ"])
+                                  "On-call Rotation", "Payments (Cards)", "Über Deliveries", "FAQ",
+                                  "Release 6.4", "Python 3.11 Features", "2026 Roadmap", "May", "Sun"])
 def test_ordinary_names_pass(name):
     assert CHECK.segment_problem(name) is None
 

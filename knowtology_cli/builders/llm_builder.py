@@ -346,6 +346,7 @@ class LLMTreeBuilder:
         self.build_id = uuid.uuid4().hex[:12]
         self.origins: Counter[str] = Counter()
         self.rejected: list[RejectedName] = []
+        self.renamed: list[str] = []
         self.stop_note = ""
 
     # ------------------------------------------------------------------------ public
@@ -368,7 +369,9 @@ class LLMTreeBuilder:
         limits_note = fit_limits(self.llm)
         self.profile = self.llm.profile
         self._load(pending)
-        self.names = tree_name_check(self.stores, self.collection, hashes, self.meta, self.titles, self.caps)
+        meta, titles = self._mapped_meta()
+        self.names = tree_name_check(self.stores, self.collection, hashes, {**meta, **self.meta},
+                                     {**titles, **self.titles}, self.caps)
         costs = chunk_costs([(i, self.texts[i]) for i in self.order], self.profile, per_chunk_cap=self.per_chunk_cap)
         self.costs = {c.chunk_id: c for c in costs}
         tree_tokens = None
@@ -391,6 +394,9 @@ class LLMTreeBuilder:
             return self._finish(started, True, notes, build_plan.calls, tally)
         self.message(plan_note)
         self.message(limits_note)
+        if not rebuild and self.paths:  # names an earlier build gave, checked before any prompt shows them
+            self._recheck_names(None, self.message)
+            self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
         existing = set(self.paths)
         if orphans:
@@ -398,6 +404,10 @@ class LLMTreeBuilder:
             if not rebuild:  # a rebuild starts from no tree whatever the old one holds
                 self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
+        if self.renamed:
+            tally.notes.append(f"renamed {len(self.renamed)} nodes whose names failed validation once their members "
+                               f"changed, with offline names ({'; '.join(self.renamed[:3])}"
+                               + (" …)" if len(self.renamed) > 3 else ")"))
         if before and self.done:  # an incremental build: nodes that changed materially get new names
             tally.notes.extend(self._redescribe(before, existing))
         notes = [plan_note, limits_note, *tally.notes]
@@ -660,9 +670,74 @@ class LLMTreeBuilder:
     def _apply(self, reply: TreeReply) -> None:
         apply_reply(self.stores, self.collection, reply, self.hashes, replace=self.replace_next)
         self.replace_next = False
+        self._recheck_names({a.path for a in reply.assignments})
         self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         self.done += len(reply.assignments)
         self.progress("mapping", self.done, len(self.order))
+
+    def _mapped_meta(self) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+        """``(chunk id → (doc_id, file_name), chunk id → title)`` of the chunks the tree already holds."""
+        ids = [m.chunk_id for m in self.stores.tree.mappings(self.collection)]
+        meta: dict[str, tuple[str, str]] = {}
+        titles: dict[str, str] = {}
+        for start in range(0, len(ids), 2000):
+            for c in self.stores.vectors.get(self.collection, ids[start:start + 2000], with_text=False):
+                meta[c.chunk_id] = (c.doc_id, c.file_name)
+                titles[c.chunk_id] = c.title.strip()
+        return meta, titles
+
+    def _recheck_names(self, leaves: set[str] | None, say: MessageFn | None = None) -> None:
+        """Validate again the names of nodes whose members changed (``leaves`` and their ancestors; None:
+        every node), and give each that fails the name the offline builder gives it among its siblings.
+
+        A name accepted for a node's first chunks can stop fitting as the node grows (a document's title
+        over mostly other documents' chunks), and a tree from an earlier build may hold names made before
+        a rule existed. A node whose offline name fails too, or is a sibling's, keeps its name.
+        """
+        nodes = {n.path: n for n in self.stores.tree.nodes(self.collection)}
+        leaf_of = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
+        members: dict[str, list[str]] = {}
+        for chunk_id, leaf in leaf_of.items():
+            parts = leaf.split("/")
+            for i in range(1, len(parts) + 1):
+                members.setdefault("/".join(parts[:i]), []).append(chunk_id)
+        wanted = set(nodes) if leaves is None else {
+            "/".join(p.split("/")[:i]) for p in leaves for i in range(1, p.count("/") + 2)}
+        flagged: dict[str, str] = {}
+        for path in sorted(wanted & set(nodes)):
+            name, under = nodes[path].name, members.get(path, [])
+            why = self.names.segment_problem(name) or (self.names.title_problem(name, under) if under else None)
+            if why and under:
+                flagged[path] = why
+        if not flagged:
+            return
+        changes: dict[str, tuple[str | None, str | None]] = {}
+        for parent in sorted({p.rpartition("/")[0] for p in flagged}, key=lambda p: (p.count("/"), p)):
+            scope = [c for c, leaf in leaf_of.items() if not parent or leaf.startswith(parent + "/")]
+            named = name_tree(*self._cluster_items(scope), [leaf_of[c] for c in scope])
+            taken = {n.name.casefold() for n in nodes.values() if n.path.rpartition("/")[0] == parent}
+            for path in sorted(p for p in flagged if p.rpartition("/")[0] == parent):
+                old = nodes[path].name
+                name, description = named.get(path, (OTHER, ""))
+                if name.casefold() in taken or "/" in name or self.names.segment_problem(name) \
+                        or self.names.title_problem(name, members[path]):
+                    name, description = OTHER, ""
+                    if OTHER.casefold() in taken:
+                        continue
+                taken.discard(old.casefold())
+                taken.add(name.casefold())
+                changes[path] = (name, description)
+                self.renamed.append(f"{old!r} {flagged[path]}: now {name!r}")
+                self.origins["offline"] += 1
+        if changes:
+            self.stores.tree.rename_nodes(self.collection, changes)
+            if say is not None:
+                say(f"renamed {len(changes)} nodes whose names failed validation: " + "; ".join(self.renamed[-3:]))
+
+    def _cluster_items(self, ids: Sequence[str]) -> tuple[list[ClusterItem], np.ndarray]:
+        chunks = self.stores.vectors.get(self.collection, list(ids))
+        return cluster_inputs(self.stores, self.collection, ids,
+                              {c.chunk_id: (c.text, c.title, c.doc_id, c.file_name) for c in chunks})
 
     def _offline_names(self, rejected: Sequence[RejectedName]) -> None:
         """Place chunks whose proposed names were refused twice under nodes named by the offline builder.
@@ -740,6 +815,19 @@ class LLMTreeBuilder:
         return f"{hints[-1]}; then {then}" if hints else None
 
 
+def cluster_inputs(stores: BuildStores, collection: str, ids: Sequence[str],
+                   info: dict[str, tuple[str, str, str, str]]) -> tuple[list[ClusterItem], np.ndarray]:
+    """The offline namer's inputs for ``ids``: items (``info`` maps an id to ``(text, title, doc_id,
+    file_name)``) and their unit vectors."""
+    vectors = stores.vectors.vectors(collection, list(ids))
+    rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]
+    matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    items = [ClusterItem(chunk_id=i, text=info[i][0], title=info[i][1], doc_id=info[i][2], file_name=info[i][3])
+             for i in ids]
+    return items, matrix / np.where(norms > 0, norms, 1.0)
+
+
 def offline_group_names(stores: BuildStores, collection: str, groups: Sequence[Sequence[str]],
                         info: dict[str, tuple[str, str, str, str]]) -> list[tuple[str, str]]:
     """Offline ``(name, description)`` of each group of chunk ids, named as siblings by ``cluster.name_tree``.
@@ -747,13 +835,7 @@ def offline_group_names(stores: BuildStores, collection: str, groups: Sequence[S
     ``info`` maps a chunk id to ``(text, title, doc_id, file_name)``.
     """
     ids = [i for group in groups for i in group]
-    vectors = stores.vectors.vectors(collection, ids)
-    rows = [np.asarray(vectors[i], dtype=np.float32) for i in ids]
-    matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit = matrix / np.where(norms > 0, norms, 1.0)
-    items = [ClusterItem(chunk_id=i, text=info[i][0], title=info[i][1], doc_id=info[i][2], file_name=info[i][3])
-             for i in ids]
+    items, unit = cluster_inputs(stores, collection, ids, info)
     keys = [f"group{k}" for k, group in enumerate(groups) for _ in group]
     named = name_tree(items, unit, keys)
     return [named.get(f"group{k}", (OTHER, "")) for k in range(len(groups))]

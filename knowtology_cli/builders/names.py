@@ -47,5 +47,5 @@ def origins_note(origins: Counter[str]) -> str | None:
     if origins["llm_reasked"]:
         note += f" ({origins['llm_reasked']} after a re-ask)"
     if origins["offline"]:
-        note += f", {origins['offline']} from the offline builder (refused twice, or the call failed)"
+        note += f", {origins['offline']} from the offline builder (refused twice, failed a later check, or the call failed)"
     return note

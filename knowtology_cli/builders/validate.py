@@ -217,6 +217,13 @@ _URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.[a-z0-9-]|mailto:)")
 _MARKUP = re.compile(r"<[^<>]*>|[`{}\[\]›»]|\*\*|__|^\s*[#>*+-]\s|\]\(")
 _WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _EXTENSION = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,6})$")
+# what a version number or a calendar date is made of: numbers (with their separators, a leading
+# "v", ordinal suffixes) and the English month and weekday names; a label with a number and nothing
+# else names a release or a day, not a topic
+_DATE_OR_VERSION = re.compile(
+    r"(?i)\b(?:v(?=\d))?\d+(?:st|nd|rd|th)?\b|\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|"
+    r"july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|mon(?:day)?|tue(?:s(?:day)?)?|"
+    r"wed(?:nesday)?|thu(?:rs(?:day)?)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?)\b\.?")
 
 
 def _tails(path: str) -> list[str]:
@@ -324,6 +331,8 @@ class NameCheck:
         seg = segment.strip()
         if not any(ch.isalpha() for ch in seg):
             return "has no letters (only digits or punctuation)"
+        if any(ch.isdigit() for ch in seg) and not any(ch.isalpha() for ch in _DATE_OR_VERSION.sub(" ", seg)):
+            return "is a version number or a date, not a topic"
         if seg in self.chunk_ids or seg.lstrip("/") in self.chunk_ids:
             return "is a chunk id"
         if "#" in seg:
