@@ -46,14 +46,14 @@ def fuse_lists(
     normed = {name: normalise(items, rule) for name, items in lists.items()}
     total = sum((weights or {}).get(name, 1.0) for name in lists) or 1.0
     # each list as (its share of the weight, its scores, its floor); every chunk's sum is added up in
-    # list order, starting from 0, exactly as ``sum()`` over the lists would
+    # list order, starting from zero, exactly as ``sum()`` over the lists would
     parts = [((weights or {}).get(name, 1.0) / total, n, 0.0 if rule == "rrf" else min(n.values(), default=0.0))
              for name, n in normed.items()]
     combined: dict[str, float] = {}
     for n in normed.values():
         for i in n:
             if i not in combined:
-                acc = 0
+                acc = 0.0
                 for w, scores, floor in parts:
                     acc += w * scores.get(i, floor)
                 combined[i] = acc
