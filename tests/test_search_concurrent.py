@@ -194,3 +194,20 @@ def test_snippets_of_unmapped_hits_are_read_by_row_id_and_never_stale(loose_stor
     data = json.loads(kt("search", "frozen groceries delivery", "-k", "5", "--json", "--store", str(loose_store)).stdout)
     assert [(h["chunk_id"], h["score"], h["snippet"]) for h in data["hits"]] == [
         (h["chunk_id"], h["score"], h["snippet"]) for h in serial["hits"]]
+
+
+def test_overlapped_searches_leave_the_warning_filters_alone(agent_store_copy) -> None:
+    """Listing Lance indexes silences a deprecation warning with ``catch_warnings``, which two threads
+    must not do at once (one would restore the other's filters): the store lists them once per handle,
+    under its lock."""
+    import warnings
+
+    before = list(warnings.filters)
+    for _ in range(3):  # a fresh handle each time: the listing runs again, from both threads
+        kb = KnowledgeBase.open(agent_store_copy)
+        try:
+            for query in QUERIES:
+                kb.search(query, k=3)
+        finally:
+            kb.close()
+    assert warnings.filters == before

@@ -163,6 +163,8 @@ class LanceVectorStore(VectorStore):
         self._datasets: dict[str, Any] = {}
         # collection -> (dataset handle, chunk id -> Lance row id) of rows that searches returned
         self._rows: dict[str, tuple[Any, dict[str, int]]] = {}
+        # collection -> (dataset handle, its full-text columns, nearest-query params by k)
+        self._indexes: dict[str, tuple[Any, set[str], dict[int, dict[str, Any]]]] = {}
         # a hybrid search reads from two threads: one handle per collection, one memo
         self._lock = threading.Lock()
 
@@ -214,6 +216,7 @@ class LanceVectorStore(VectorStore):
         """Drop the cached dataset handle; the next call opens the table again."""
         self._datasets.pop(collection, None)
         self._rows.pop(collection, None)
+        self._indexes.pop(collection, None)
 
     def _remember_rows(self, collection: str, ds: Any, table: Any) -> None:
         """Note the row id of every chunk a search returned (``with_row_id``), valid for this dataset
@@ -227,6 +230,23 @@ class LanceVectorStore(VectorStore):
                 memo = (ds, {})
                 self._rows[collection] = memo
             memo[1].update(pairs)
+
+    def _search_indexes(self, collection: str, ds: Any) -> tuple[set[str], dict[int, dict[str, Any]]]:
+        """The handle's full-text columns and ANN query params, listed once per handle. Listing goes
+        through ``warnings.catch_warnings``, which is not thread-safe, hence under the lock."""
+        with self._lock:
+            known = self._indexes.get(collection)
+            if known is None or known[0] is not ds:
+                known = (ds, fts_columns(ds), {})
+                self._indexes[collection] = known
+            return known[1], known[2]
+
+    def _nearest_params(self, collection: str, ds: Any, k: int) -> dict[str, Any]:
+        _, by_k = self._search_indexes(collection, ds)
+        with self._lock:
+            if k not in by_k:
+                by_k[k] = nearest_params(ds, k=k)
+            return dict(by_k[k])
 
     def _take_remembered(self, collection: str, ds: Any, ids: list[str], columns: list[str]) -> list[dict[str, Any]]:
         """Rows of ``ids`` that a search through this dataset handle returned, read by row id (a direct
@@ -289,6 +309,7 @@ class LanceVectorStore(VectorStore):
         finally:
             self._datasets.pop(collection, None)
             self._rows.pop(collection, None)
+            self._indexes.pop(collection, None)
 
     def _write(self, collection: str, data: Any) -> None:
         """One commit: create the table with ``data``, append to an empty one, or merge-insert by id."""
@@ -344,6 +365,7 @@ class LanceVectorStore(VectorStore):
         finally:
             self._datasets.pop(collection, None)
             self._rows.pop(collection, None)
+            self._indexes.pop(collection, None)
 
     def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
         ds = self._dataset(collection) if chunk_ids else None
@@ -358,6 +380,7 @@ class LanceVectorStore(VectorStore):
         finally:
             self._datasets.pop(collection, None)
             self._rows.pop(collection, None)
+            self._indexes.pop(collection, None)
 
     def drop(self, collection: str) -> None:
         try:
@@ -372,6 +395,7 @@ class LanceVectorStore(VectorStore):
         finally:
             self._datasets.pop(collection, None)
             self._rows.pop(collection, None)
+            self._indexes.pop(collection, None)
 
     # reads --------------------------------------------------------------------------------
     def count(self, collection: str) -> int:
@@ -453,7 +477,7 @@ class LanceVectorStore(VectorStore):
         table = ds.to_table(
             columns=["chunk_id"],
             nearest={"column": "vector", "q": np.asarray(vector, dtype=np.float32), "k": k, "metric": "cosine",
-                     **nearest_params(ds, k=k)},
+                     **self._nearest_params(collection, ds, k)},
             with_row_id=True,
             **kwargs,
         )
@@ -470,7 +494,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import MultiMatchQuery  # deferred: heavy
 
-        indexed = fts_columns(ds)
+        indexed, _ = self._search_indexes(collection, ds)
         columns = [c for c in FTS_COLUMNS if c in indexed]
         if not columns:
             return []
@@ -501,7 +525,7 @@ class LanceVectorStore(VectorStore):
             return []
         from lance.query import BooleanQuery, FullTextQuery, MatchQuery, Occur  # deferred: heavy
 
-        columns = [c for c in FTS_COLUMNS if c in fts_columns(ds)]
+        columns = [c for c in FTS_COLUMNS if c in self._search_indexes(collection, ds)[0]]
         if not columns:
             return []
         clauses: list[tuple[Occur, FullTextQuery]] = [(Occur.SHOULD, MatchQuery(term, column, boost=float(weight)))
