@@ -36,7 +36,7 @@ class Retrieved:
 
     def note(self, stage: str, items: Sequence[ScoredId], *, ranks: bool = False) -> None:
         if self._stages is None:
-            self._notes.append((stage, items, ranks))
+            self._notes.append((stage, tuple(items), ranks))  # a copy: the caller may reorder its list
         else:
             _record(self._stages, stage, items, ranks)
 
@@ -60,8 +60,8 @@ def _record(stages: dict[str, dict[str, float]], stage: str, items: Sequence[Sco
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-#: Worker threads for the keyword side of hybrid searches (one per search in flight; a server
-#: running several searches at once queues the rest, which then wait no longer than run inline).
+#: Worker threads for the keyword side of hybrid searches: one per search in flight; a server that
+#: runs more hybrid searches at once queues their keyword searches here.
 POOL_WORKERS = 2
 
 
