@@ -177,6 +177,19 @@ def test_snippets_of_unmapped_hits_are_read_by_row_id_and_never_stale(loose_stor
         store.backend_for("default")._rows.clear()
         by_filter = [c.model_dump() for c in store.get("default", ids)]
         assert by_row == by_filter and [c["chunk_id"] for c in by_row] == ids[:4]
+        kb.search("refund within 7 days", k=4)
+        before = len(taken)
+        vecs = store.vectors("default", ids)  # thorough's Rocchio step reads them the same way
+        assert len(taken) == before + 1 and set(vecs) == set(ids[:4])
+        backend = store.backend_for("default")
+        memo = backend._rows["default"][1]
+        assert all(i in memo for i in ids[:4])
+        # a remembered row id that names another row is caught by its chunk id (that row is not returned for it)
+        other = next(i for i in memo if i not in ids)
+        memo[ids[0]] = memo[other]
+        assert [c.model_dump() for c in store.get("default", ids)] == by_filter
+        backend._rows.clear()
+        assert {i: v.tolist() for i, v in store.vectors("default", ids).items()} == {i: v.tolist() for i, v in vecs.items()}
         # a write gives the table a new version: remembered row ids are no longer trusted
         kb.search("refund within 7 days", k=4)
         store.delete("default", [ids[0]])
