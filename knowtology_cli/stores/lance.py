@@ -261,7 +261,8 @@ class LanceVectorStore(VectorStore):
         if not known or take is None:
             return None
         try:
-            table = take(list(dict.fromkeys(known.values())), columns=["chunk_id", *(c for c in columns if c != "chunk_id"), "_rowid"])
+            table = take(list(dict.fromkeys(known.values())),
+                         columns=["chunk_id", *(c for c in columns if c != "chunk_id"), "_rowid"])
         except (TypeError, ValueError, OSError, RuntimeError):  # an older Lance: the filter read instead
             return None
         import pyarrow as pa  # deferred: heavy
