@@ -257,13 +257,12 @@ class LanceVectorStore(VectorStore):
         if memo is None or memo[0] is not ds:
             return None
         known = {i: memo[1][i] for i in ids if i in memo[1]}
-        take = getattr(ds, "_take_rows", None)  # Lance's row-id read (what lancedb's take_row_ids calls)
-        if not known or take is None:
+        if not known:
             return None
-        try:
-            table = take(list(dict.fromkeys(known.values())),
-                         columns=["chunk_id", *(c for c in columns if c != "chunk_id"), "_rowid"])
-        except (TypeError, ValueError, OSError, RuntimeError):  # an older Lance: the filter read instead
+        try:  # Lance's row-id read, the one lancedb's ``take_row_ids`` calls
+            table = ds._take_rows(list(dict.fromkeys(known.values())),
+                                  columns=["chunk_id", *(c for c in columns if c != "chunk_id"), "_rowid"])
+        except (AttributeError, TypeError, ValueError, OSError, RuntimeError):  # another Lance: filter instead
             return None
         import pyarrow as pa  # deferred: heavy
 
