@@ -81,7 +81,9 @@ def _directive_class(name: str) -> Any:
         option_spec = _AnyOptions()
 
         def run(self) -> list[Any]:
-            if name in NAVIGATION_DIRECTIVES:
+            # ``class`` with content is Sphinx's class description (docutils' own applies a class to
+            # the content): either way the content is the page's text
+            if name in NAVIGATION_DIRECTIVES and not (name == "class" and self.content):
                 marker = nodes.comment()
                 marker.line = self.lineno
                 return [marker]
