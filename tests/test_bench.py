@@ -138,3 +138,7 @@ def test_speed_json_has_cold_and_warm_figures(bench_env: Path) -> None:
     assert data["ingest"]["ingest_chunks_per_s"] > 0
     (scale,) = data["scale"]
     assert scale["chunks"] == 300 and scale["search_hybrid"]["p50_ms"] > 0
+    assert scale["search_hybrid_serial"]["cpu_p50_ms"] > 0  # the default preset without the overlap
+    stages = scale["default_stages"]["stages"]
+    assert list(stages) == ["query embedding", "vector search", "keyword search", "fusion", "snippets"]
+    assert all(s["p50_ms"] > 0 and "cpu_p50_ms" in s for s in stages.values())

@@ -111,6 +111,21 @@ def test_rst_overline_titles_roles_and_directives() -> None:
         assert not MARKUP.search(snippet), snippet
 
 
+def test_rst_autodoc_directives_keep_their_signature_and_prose() -> None:
+    # Seen on Sphinx's own docs (an API page of only autodoc directives was "no text to index"): the
+    # signature names the API and the content under it is the page's prose; :members: is an option.
+    text = ("Logging API\n===========\n\n.. currentmodule:: acme.log\n\n.. autofunction:: get_logger(name)\n\n"
+            ".. autoclass:: Adapter(base.Adapter)\n   :members:\n\n   Logs a message at the level given.\n\n"
+            ".. class:: Registry\n\n   .. attribute:: handlers\n\n      Every handler in order.\n")
+    doc = parse(text, name="api.rst")
+    texts = [b.text for _, b in blocks(doc)]
+    joined = "\n".join(texts)
+    assert "get_logger(name)" in texts
+    assert "Adapter(base.Adapter)" in joined and "Logs a message at the level given." in joined
+    assert "Registry" in joined and "Every handler in order." in joined
+    assert "members" not in joined and "acme.log" not in joined and "::" not in joined
+
+
 def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET VALUE")

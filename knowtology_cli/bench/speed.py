@@ -36,9 +36,12 @@ from knowtology_cli.ingest import content_hash
 from knowtology_cli.kb import KnowledgeBase
 from knowtology_cli.llm import get_llm
 from knowtology_cli.models import Chunk
+from knowtology_cli.retrieval.fusion import fuse_lists
+from knowtology_cli.retrieval.presets import get_preset
 from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
 from knowtology_cli.stores.base import CollectionInfo
 from knowtology_cli.stores.lance import lance_dataset
+from knowtology_cli.stores.routing import ForwardingVectorStore
 from knowtology_cli.testing.fake_llm import FakeLLMServer
 from knowtology_cli.tokens import count_tokens
 
@@ -262,6 +265,51 @@ def _exact_top10(kb: Any, query_vectors: np.ndarray) -> list[list[str]]:
     return [[ids[i] for i in np.argsort(-row)[:10]] for row in sims]
 
 
+class _Serial(ForwardingVectorStore):
+    """The same store with its searches kept one after the other (hybrid without the overlap)."""
+
+    def concurrent_reads(self, collection: str) -> bool:
+        return False
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def stage_split(kb: KnowledgeBase, queries: list[str], k: int = 10, preset: str = "default") -> dict[str, Any]:
+    """Each stage of a ``preset`` search run on its own, in the order the search runs them: query
+    embedding, vector and keyword lists at the preset's depth, fusion, and the ``k`` hits' leads
+    (snippets: from the tree's map, else read from the table by the row ids the searches returned).
+    In a hybrid search the keyword list is fetched beside the embedding and the vector list, so
+    the search costs about embedding + vector + fusion + snippets when two cores are free."""
+    chosen = get_preset(preset)
+    store = kb.vectors
+    embedder = kb.embedder_for(COLLECTION)
+    stages: dict[str, list[tuple[float, float]]] = {name: [] for name in
+                                                     ("query embedding", "vector search", "keyword search",
+                                                      "fusion", "snippets")}
+
+    def one(query: str) -> list[tuple[float, float]]:
+        box: dict[str, Any] = {}
+        return [
+            _timed(lambda: box.update(v=embedder.embed_query(query))),
+            _timed(lambda: box.update(dense=store.vector_search(COLLECTION, box["v"], chosen.depth))),
+            _timed(lambda: box.update(sparse=store.keyword_search(COLLECTION, query, chosen.depth))),
+            _timed(lambda: box.update(fused=fuse_lists({"dense": box["dense"], "keyword": box["sparse"]},
+                                                       rule=chosen.fusion))),
+            _timed(lambda: kb._hits(COLLECTION, box["fused"][:k])),
+        ]
+
+    one(queries[0])  # unmeasured: warms every stage
+    for q in queries:
+        for name, pair in zip(stages, one(q), strict=True):
+            stages[name].append(pair)
+    return {"preset": preset, "depth": chosen.depth,
+            "stages": {name: latency([p[0] for p in v], [p[1] for p in v]) for name, v in stages.items()}}
+
+
 def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Callable[[str], None]) -> dict[str, Any]:
     """Warm library latency of search (3 modes), grep and read on the store as ingest leaves it.
 
@@ -277,10 +325,7 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
     qv = np.stack([embedder.embed_query(q) for q in queries])
     exact = _exact_top10(kb, qv)
 
-    def timed(fn: Callable[[], Any]) -> tuple[float, float]:
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        return time.perf_counter() - t0, time.process_time() - c0
+    timed = _timed
 
     def recall(store: Any) -> float:
         got = [[s.chunk_id for s in store.vectors.vector_search(COLLECTION, v, 10)] for v in qv]
@@ -298,6 +343,15 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
             out[f"{label}search_{key}"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
         if not full:
             return
+        # the default preset with its two retrievers one after the other, for the overlap's gain
+        vectors = store.vectors
+        store.vectors = _Serial(vectors)
+        try:
+            pairs = [timed(functools.partial(store.search, q, collection=COLLECTION, k=10)) for q in queries]
+        finally:
+            store.vectors = vectors
+        out["search_hybrid_serial"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
+        out["default_stages"] = stage_split(store, queries)
         out["rerank_llm"] = rerank_cost(directory, queries, timed)
         pairs = [timed(functools.partial(store.grep, q, collection=COLLECTION, k=10)) for q in queries]
         out["grep"] = latency([p[0] for p in pairs], [p[1] for p in pairs])
@@ -419,7 +473,8 @@ def speed_markdown(result: dict[str, Any]) -> str:
                                            "overhead", "CLI ingest s", "CLI peak RSS MiB"]))
     rows = []
     for s in result["scale"]:
-        for key in ("search_fast", "search_hybrid", "search_thorough", "search_semantic", "search_keyword", "grep",
+        for key in ("search_fast", "search_hybrid", "search_hybrid_serial", "search_thorough", "search_semantic",
+                    "search_keyword", "grep",
                     "read_3", "ann_search_semantic", "ann_search_hybrid", "flat_search_semantic", "flat_search_hybrid"):
             if key in s:
                 index = s["vector_index"] if not key.startswith(("ann_", "flat_")) else s.get("alternative")
@@ -428,6 +483,15 @@ def speed_markdown(result: dict[str, Any]) -> str:
     parts.append("### Warm latency (library, k=10)\n\n" + table(
         rows, ["chunks", "operation", "vector index", "p50_ms", "p95_ms", "mean_ms", "cpu_p50_ms"],
         ["chunks", "operation", "vector index", "p50 ms", "p95 ms", "mean ms", "CPU p50 ms"]))
+    stage_rows = [{"chunks": s["chunks"], "stage": name, **figures}
+                  for s in result["scale"] if "default_stages" in s
+                  for name, figures in s["default_stages"]["stages"].items()]
+    if stage_rows:
+        parts.append("### Default preset by stage (library, k=10, each stage run on its own; the keyword search "
+                     "runs beside embedding + vector search in `search_hybrid`, one after the other in "
+                     "`search_hybrid_serial`)\n\n" + table(
+                         stage_rows, ["chunks", "stage", "p50_ms", "p95_ms", "cpu_p50_ms"],
+                         ["chunks", "stage", "p50 ms", "p95 ms", "CPU p50 ms"]))
     rerank = [{"chunks": s["chunks"], **s["rerank_llm"]} for s in result["scale"] if "rerank_llm" in s]
     if rerank:
         parts.append("### Rerank cost per query (`--rerank llm` on the default preset; fast, default and thorough "

@@ -294,8 +294,8 @@ def build_cluster_tree(
     min_leaf: int = DEFAULT_MIN_LEAF,
     max_leaf: int = DEFAULT_MAX_LEAF,
     seed: int = 0,
-    text_weight: float = 0.2,
-    doc_weight: float = 1.0,
+    text_weight: float | None = None,
+    doc_weight: float | None = None,
     params: TreeParams = DEFAULT_PARAMS,
     embed_names: EmbedTexts | None = None,
 ) -> TreeReply:
@@ -330,8 +330,9 @@ def build_cluster_tree(
         min_leaf: Smallest cluster kept apart (smaller ones merge into the nearest sibling).
         max_leaf: Leaf size the last split aims to stay under.
         seed: Seed of the k-means++ initialisation.
-        text_weight: Share of the LSA text features in the clustering space (0 disables them).
-        doc_weight: Pull of a chunk towards its document's mean (0 disables it).
+        text_weight: Share of the LSA text features in the clustering space (0 disables them;
+            None: ``params.text_weight``).
+        doc_weight: Pull of a chunk towards its document's mean (0 disables it; None: ``params.doc_weight``).
         params: Every other threshold of clustering and naming (see :class:`.params.TreeParams`).
         embed_names: The collection's embedder for texts as queries; when given, each node's
             description is chosen among variants by how well it routes chunks among its siblings.
@@ -383,9 +384,12 @@ def build_cluster_tree(
     return TreeReply(categories=categories, assignments=assignments)
 
 
-def _prepare(items: Sequence[ClusterItem], matrix: np.ndarray, text_weight: float, doc_weight: float, seed: int,
-             params: TreeParams) -> tuple[TermIndex, np.ndarray, np.ndarray]:
-    """The term index, the clustering features and each item's document code."""
+def _prepare(items: Sequence[ClusterItem], matrix: np.ndarray, text_weight: float | None, doc_weight: float | None,
+             seed: int, params: TreeParams) -> tuple[TermIndex, np.ndarray, np.ndarray]:
+    """The term index, the clustering features and each item's document code (a weight left None is
+    the parameters' own)."""
+    text_weight = params.text_weight if text_weight is None else text_weight
+    doc_weight = params.doc_weight if doc_weight is None else doc_weight
     index = build_term_index(
         [it.text for it in items], [it.title for it in items], [it.file_name or it.doc_id for it in items], params
     )
@@ -401,8 +405,8 @@ def name_tree(
     leaf_of: Sequence[str],
     *,
     seed: int = 0,
-    text_weight: float = 0.2,
-    doc_weight: float = 1.0,
+    text_weight: float | None = None,
+    doc_weight: float | None = None,
     params: TreeParams = DEFAULT_PARAMS,
     embed_names: EmbedTexts | None = None,
 ) -> dict[str, tuple[str, str]]:
@@ -452,8 +456,8 @@ def name_tree(
 
 
 def cluster_features(
-    items: Sequence[ClusterItem], vectors: np.ndarray, *, seed: int = 0, text_weight: float = 0.2,
-    doc_weight: float = 1.0, params: TreeParams = DEFAULT_PARAMS,
+    items: Sequence[ClusterItem], vectors: np.ndarray, *, seed: int = 0, text_weight: float | None = None,
+    doc_weight: float | None = None, params: TreeParams = DEFAULT_PARAMS,
 ) -> np.ndarray:
     """The space :func:`build_cluster_tree` splits in (embedding + LSA text + document pull), one
     unit row per item, with the same defaults. Incremental builds place new chunks in it, so they

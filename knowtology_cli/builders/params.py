@@ -13,6 +13,13 @@ class TreeParams:
     """Thresholds of the offline builder: clustering, the term index, naming and descriptions."""
 
     # ---- clustering -------------------------------------------------------------------------
+    #: Share of the LSA text features in the clustering space beside the embedding (0 disables
+    #: them): enough for shared vocabulary to separate topics the embedding blurs, small enough that
+    #: the embedding decides.
+    text_weight: float = 0.2
+    #: Pull of a chunk towards its document's mean (0 disables it): chunks of one document should
+    #: usually share a branch, scaled by how coherent the document is.
+    doc_weight: float = 1.0
     #: Most children of a node: 8 is about what a reader scans at a glance in a menu.
     max_children: int = 8
     #: The last split may fan out further so leaves stay under ``max_leaf`` (a long flat list beats
@@ -167,3 +174,21 @@ class TreeParams:
 
 
 DEFAULT_PARAMS = TreeParams()
+
+
+@dataclass(frozen=True)
+class SnippetParams:
+    """Limits of the one-line snippet of a chunk (``snippets.make_snippet``)."""
+
+    #: A heading longer than this reads as a sentence, not a label to lead the snippet with.
+    title_max_chars: int = 48
+    #: Most words of a heading that leads the snippet (a label, not a clause).
+    title_max_words: int = 7
+    #: Stop adding sentences once the body has this many characters: one full sentence is enough
+    #: for a line, a second only when the first is a fragment.
+    body_enough_chars: int = 60
+    #: Sentences considered for the body, best first.
+    max_sentences: int = 3
+
+
+SNIPPET_PARAMS = SnippetParams()

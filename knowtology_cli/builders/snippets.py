@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .params import SNIPPET_PARAMS
+
 __all__ = ["GENERIC_TITLES", "clean_markdown", "make_snippet", "one_line"]
 
 ELLIPSIS = "…"
@@ -220,8 +222,8 @@ def _is_boilerplate(sentence: str) -> bool:
 def _informative_title(title: str) -> bool:
     words = title.split()
     return (
-        0 < len(title) <= 48
-        and 1 <= len(words) <= 7
+        0 < len(title) <= SNIPPET_PARAMS.title_max_chars
+        and 1 <= len(words) <= SNIPPET_PARAMS.title_max_words
         and title.lower().strip(" :.") not in GENERIC_TITLES
         and not _BOILERPLATE.match(title)
         and any(ch.isalpha() for ch in title)
@@ -285,10 +287,10 @@ def make_snippet(text: str, title: str = "", max_chars: int = 120) -> str:
     else:
         label = title if _informative_title(title) else ""
     body = ""
-    for _, sentence in chosen[:3]:
+    for _, sentence in chosen[: SNIPPET_PARAMS.max_sentences]:
         glue = " " if not body or body[-1] in ".!?:;" else "; "
         candidate = f"{body}{glue}{sentence}".strip()
-        if body and (len(body) >= 60 or len(candidate) > max_chars):
+        if body and (len(body) >= SNIPPET_PARAMS.body_enough_chars or len(candidate) > max_chars):
             break
         body = candidate
 

@@ -10,14 +10,15 @@ from typing import Any
 from .base import Block, Document, Section, parser_version
 from .inline import table_text
 
-#: Directives whose output is navigation, an index or build configuration, not content.
+#: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
+#: ``autoclass:: Name(args)`` and the like are kept like any unknown directive: the signature names
+#: the API, and content written under one is the page's own prose.)
 NAVIGATION_DIRECTIVES = frozenset({
     "toctree", "index", "contents", "sectnum", "section-numbering", "autosummary", "tabularcolumns",
     "highlight", "default-role", "currentmodule", "module", "sectionauthor", "moduleauthor",
     "codeauthor", "literalinclude", "include", "raw", "meta", "header", "footer", "title",
     "testsetup", "testcleanup", "ifconfig-only", "role", "class", "target-notes", "graphviz",
-    "inheritance-diagram", "automodule", "autoclass", "autofunction", "automethod",
-    "autoattribute", "autodata", "autoexception", "autoprogram", "program", "c:namespace",
+    "inheritance-diagram", "autoprogram", "program", "c:namespace",
     "cpp:namespace", "py:currentmodule", "py:module",
 })
 #: How Sphinx words its version and cross-reference notes.
@@ -40,6 +41,9 @@ class _AnyOptions(dict):
         from docutils.parsers.rst import directives  # deferred: heavy
 
         return directives.unchanged
+
+    def __bool__(self) -> bool:  # docutils parses a directive's options only when its spec is truthy
+        return True
 
 
 def _role_text(text: str) -> str:
@@ -77,7 +81,9 @@ def _directive_class(name: str) -> Any:
         option_spec = _AnyOptions()
 
         def run(self) -> list[Any]:
-            if name in NAVIGATION_DIRECTIVES:
+            # ``class`` with content is Sphinx's class description (docutils' own applies a class to
+            # the content): either way the content is the page's text
+            if name in NAVIGATION_DIRECTIVES and not (name == "class" and self.content):
                 marker = nodes.comment()
                 marker.line = self.lineno
                 return [marker]

@@ -44,11 +44,17 @@ def fuse_lists(
     Ties are broken by chunk id so a ranking is reproducible.
     """
     normed = {name: normalise(items, rule) for name, items in lists.items()}
-    floor = {name: (0.0 if rule == "rrf" else min(n.values(), default=0.0)) for name, n in normed.items()}
     total = sum((weights or {}).get(name, 1.0) for name in lists) or 1.0
-    ids = {i for n in normed.values() for i in n}
-    combined = {
-        i: sum((weights or {}).get(name, 1.0) / total * n.get(i, floor[name]) for name, n in normed.items())
-        for i in ids
-    }
+    # each list as (its share of the weight, its scores, its floor); every chunk's sum is added up in
+    # list order, starting from zero, exactly as ``sum()`` over the lists would
+    parts = [((weights or {}).get(name, 1.0) / total, n, 0.0 if rule == "rrf" else min(n.values(), default=0.0))
+             for name, n in normed.items()]
+    combined: dict[str, float] = {}
+    for n in normed.values():
+        for i in n:
+            if i not in combined:
+                acc = 0.0
+                for w, scores, floor in parts:
+                    acc += w * scores.get(i, floor)
+                combined[i] = acc
     return [ScoredId(i, v) for i, v in sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..stores.base import ScoredId
 from .fusion import fuse_lists
@@ -19,18 +22,85 @@ if TYPE_CHECKING:
 
 @dataclass
 class Retrieved:
-    """A candidate ranking and what each stage scored (chunk id -> stage -> value)."""
+    """A candidate ranking and what each stage scored (chunk id -> stage -> value).
+
+    `note` only keeps the lists; `stages` builds the per-chunk table on first use. Only
+    ``--explain`` reads it, and building it for every candidate of a 300-deep hybrid search cost
+    more than the fusion itself.
+    """
 
     ranking: list[ScoredId]
-    stages: dict[str, dict[str, float]] = field(default_factory=dict)
     expansion: dict[str, float] = field(default_factory=dict)
+    _notes: list[tuple[str, Sequence[ScoredId], bool]] = field(default_factory=list, repr=False)
+    _stages: dict[str, dict[str, float]] | None = field(default=None, repr=False)
 
     def note(self, stage: str, items: Sequence[ScoredId], *, ranks: bool = False) -> None:
-        for rank, s in enumerate(items, start=1):
-            entry = self.stages.setdefault(s.chunk_id, {})
-            entry[stage] = round(s.score, 6)
-            if ranks:
-                entry[f"{stage}_rank"] = rank
+        if self._stages is None:
+            self._notes.append((stage, tuple(items), ranks))  # a copy: the caller may reorder its list
+        else:
+            _record(self._stages, stage, items, ranks)
+
+    @property
+    def stages(self) -> dict[str, dict[str, float]]:
+        if self._stages is None:
+            self._stages = {}
+            for stage, items, ranks in self._notes:
+                _record(self._stages, stage, items, ranks)
+            self._notes.clear()
+        return self._stages
+
+
+def _record(stages: dict[str, dict[str, float]], stage: str, items: Sequence[ScoredId], ranks: bool) -> None:
+    for rank, s in enumerate(items, start=1):
+        entry = stages.setdefault(s.chunk_id, {})
+        entry[stage] = round(s.score, 6)
+        if ranks:
+            entry[f"{stage}_rank"] = rank
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+#: Worker threads for the keyword side of hybrid searches: one per search in flight; a server that
+#: runs more hybrid searches at once queues their keyword searches here.
+POOL_WORKERS = 2
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The module's worker pool, created on first use (never one per query)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="kt-search")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    """A forked child does not inherit the parent's threads: it starts a pool of its own."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _start(concurrent: bool, fn: Callable[..., list[ScoredId]], *args: Any, **kwargs: Any) -> Future[list[ScoredId]]:
+    """``fn(*args, **kwargs)`` on the worker pool when ``concurrent``, else run here (a done future)."""
+    if concurrent:
+        return _pool().submit(fn, *args, **kwargs)
+    done: Future[list[ScoredId]] = Future()
+    try:
+        done.set_result(fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - re-raised by .result(), as the concurrent path does
+        done.set_exception(exc)
+    return done
+
+
+def _settle(job: Future[list[ScoredId]] | None) -> None:
+    """The other branch failed: cancel ``job``, or wait for it (it only reads) and drop its outcome,
+    so no search of this call is still running when the error reaches the caller."""
+    if job is not None and not job.cancel():
+        job.exception()
 
 
 def retrieve(
@@ -51,18 +121,31 @@ def retrieve(
     `retrieve` returns the whole candidate ranking with, per chunk, the score every stage gave it
     (``--explain``). It talks to a `VectorStore` only; the façade (`KnowledgeBase.search`) adds the
     reranker, the ``k`` cut and the snippets.
+
+    In hybrid mode the keyword searches run on a worker thread beside the query embedding and the
+    vector searches when the store says two reads may overlap (`VectorStore.concurrent_reads`); an
+    error in either branch is raised here as it would be one after the other, once both have ended.
     """
     depth = max(preset.depth, k)
+    deep = mode == "hybrid" or preset.feedback
+    # The two retrievers are independent: the keyword list is fetched on a worker thread while the
+    # query is embedded and the vector list fetched (Lance and onnxruntime release the GIL), when the
+    # store allows two reads at once. The lists, and so the ranking, are the same either way.
+    concurrent = mode == "hybrid" and store.concurrent_reads(collection)
+    sparse_job = None
+    if mode in ("keyword", "hybrid"):
+        sparse_job = _start(concurrent, store.keyword_search, collection, query, depth if deep else k,
+                            within=within)
     dense: list[ScoredId] = []
-    sparse: list[ScoredId] = []
     vector = None
     if mode in ("semantic", "hybrid"):
-        vector = embed_query(query)
-        dense = store.vector_search(collection, vector, depth if mode == "hybrid" or preset.feedback else k,
-                                    within=within)
-    if mode in ("keyword", "hybrid"):
-        sparse = store.keyword_search(collection, query, depth if mode == "hybrid" or preset.feedback else k,
-                                      within=within)
+        try:
+            vector = embed_query(query)
+            dense = store.vector_search(collection, vector, depth if deep else k, within=within)
+        except BaseException:
+            _settle(sparse_job)
+            raise
+    sparse = sparse_job.result() if sparse_job is not None else []
     out = Retrieved(ranking=[])
     out.note("dense", dense, ranks=True)
     out.note("keyword", sparse, ranks=True)
@@ -75,16 +158,22 @@ def retrieve(
         floor = ranking[-1].score
         weights = {s.chunk_id: s.score - floor + 1e-9 for s in top}
         dense2: list[ScoredId] = []
-        sparse2: list[ScoredId] = []
-        if vector is not None:
-            vecs = store.vectors(collection, [s.chunk_id for s in top])
-            moved = rocchio(vector, [vecs[s.chunk_id] for s in top if s.chunk_id in vecs], params)
-            dense2 = store.vector_search(collection, moved, depth, within=within)
+        sparse2_job = None
         if sparse or mode in ("keyword", "hybrid"):
             docs = {c.chunk_id: f"{c.title}\n{c.text}" if c.title else c.text
                     for c in store.get(collection, [s.chunk_id for s in top])}
             out.expansion = rm3_query(query, [(docs[i], w) for i, w in weights.items() if i in docs], params)
-            sparse2 = store.weighted_keyword_search(collection, out.expansion, depth, within=within)
+            sparse2_job = _start(concurrent and vector is not None, store.weighted_keyword_search, collection,
+                                 out.expansion, depth, within=within)
+        if vector is not None:
+            try:
+                vecs = store.vectors(collection, [s.chunk_id for s in top])
+                moved = rocchio(vector, [vecs[s.chunk_id] for s in top if s.chunk_id in vecs], params)
+                dense2 = store.vector_search(collection, moved, depth, within=within)
+            except BaseException:
+                _settle(sparse2_job)
+                raise
+        sparse2 = sparse2_job.result() if sparse2_job is not None else []
         out.note("prf_dense", dense2)
         out.note("prf_keyword", sparse2)
         lists = {"prf_dense": dense2, "prf_keyword": sparse2}

@@ -330,6 +330,12 @@ class VectorStore(TextStore):
         hits.sort(key=lambda h: (-h.score, h.chunk_id))
         return hits[:k]
 
+    def concurrent_reads(self, collection: str) -> bool:
+        """True when two searches of ``collection`` may run at once on two threads (a hybrid search
+        then fetches its keyword list beside the vector list). This default says no: a backend that
+        shares one connection or cursor keeps its searches one after the other."""
+        return False
+
     def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         """Chunks of ``chunk``'s document (same doc_id, else same file) whose chunk_index lies within
         ``before`` / ``after`` positions of it, in document order, itself excluded. This default scans

@@ -122,6 +122,9 @@ class ForwardingVectorStore(VectorStore):
     def neighbours(self, collection: str, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         return self.target(collection).neighbours(collection, chunk, before, after)
 
+    def concurrent_reads(self, collection: str) -> bool:
+        return self.target(collection).concurrent_reads(collection)
+
     def count(self, collection: str) -> int:
         return self.target(collection).count(collection)
 
@@ -206,3 +209,7 @@ class KeywordRoutedStore(ForwardingVectorStore):
     ) -> list[ScoredId]:
         """A text store takes no weights: the terms as one plain keyword search."""
         return self.keyword_search(collection, " ".join(terms), k, within=within)
+
+    def concurrent_reads(self, collection: str) -> bool:
+        """Keyword searches go to another store (e.g. a PostgreSQL connection): kept serial."""
+        return False
