@@ -16,7 +16,8 @@ Cost: "cold" = the added CPU ms per query when none of its windows are cached (w
 the measured CPU ms per embedded window, plus the scoring); "warm" = every window cached (repeated or
 related queries). CPU time is process time (onnxruntime's threads included).
 
-Run: ``nice -n 10 python -m benchmarks.maxp_check adi medline cranfield cacm scifact``.
+Run: ``nice -n 10 python -m benchmarks.maxp_check adi medline cranfield cacm scifact`` (``--rule NAME``
+runs one window rule of the grid).
 Window vectors are cached per collection and window rule under ``$TMPDIR/kt-maxp-check`` (delete it to
 re-measure the embedding cost from scratch).
 """
