@@ -63,6 +63,13 @@ def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = (), found: s
             "contain the answer, say so and cite the chunks you read.")
 
 
+def final_prompt(read_ids: Sequence[str]) -> str:
+    """The last turn's request when the tool-call budget is spent: answer from what was read."""
+    return (f"You have used all your tool calls. Answer now from the chunks you have read ({', '.join(read_ids)}), "
+            f"citing each fact with its chunk id in square brackets, e.g. [{read_ids[0]}]. If they do not "
+            "contain the answer, say so and cite the chunks you read.")
+
+
 @dataclass(frozen=True)
 class AskStep:
     """One tool call the agent made, with what it cost and returned.
@@ -118,7 +125,8 @@ def ask(
 
     The model sees the same four tool specs as MCP and LangChain through ``LLMClient.chat``; each
     call runs in the shared tool layer and its compact text goes back as the tool result. The loop
-    ends at a text answer or after ``max_steps`` model turns.
+    ends at a text answer or after ``max_steps`` model turns; when the turns run out after chunks were
+    read, one more turn without tools asks for the answer from them (it is not re-asked).
 
     An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
     this run (``km_read_chunks``, a repeat read included); ids merely seen in search results or the
@@ -164,6 +172,19 @@ def ask(
                 messages.append(ChatMessage.tool_result(call.id, step.output))
                 result.steps.append(step)
                 on_step(step)
+        if not answered and result.read_ids:
+            # Out of turns with chunks read (small models keep calling tools): one last turn without
+            # tools asks for the answer from what was read, so the work done is not thrown away.
+            messages.append(ChatMessage.user(final_prompt(result.read_ids)))
+            turn = llm.chat(messages, [], system=system, max_output_tokens=max_output_tokens)
+            result.steps_taken = turn_no + 1
+            result.input_tokens += turn.input_tokens
+            result.output_tokens += turn.output_tokens
+            result.cost_usd += turn.cost_usd
+            messages.append(turn.message)
+            result.answer = turn.text.strip()
+            answered = bool(result.answer)
+            result.reasked = True  # no turn is left for a re-ask
         if not answered:
             result.stopped = True
             break
