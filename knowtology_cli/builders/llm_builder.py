@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
+_NUMBERED = re.compile(r" \(\d+\)$")
 
 #: Tokens of one leaf line in the tree listing (three short names and two slashes), for estimates.
 LEAF_LINE_TOKENS = 9
@@ -719,6 +721,11 @@ class LLMTreeBuilder:
             for path in sorted(p for p in flagged if p.rpartition("/")[0] == parent):
                 old = nodes[path].name
                 name, description = named.get(path, (OTHER, ""))
+                # the namer numbers a name its fresh name for the parent already has ("Runbook (2)");
+                # the parent keeps its own name, so the plain one is free unless that is it
+                base = _NUMBERED.sub("", name)
+                if base != name and base.casefold() not in taken | {nodes[parent].name.casefold() if parent else ""}:
+                    name = base
                 if name.casefold() in taken or "/" in name or self.names.segment_problem(name) \
                         or self.names.title_problem(name, members[path]):
                     name, description = OTHER, ""
