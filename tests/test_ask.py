@@ -72,17 +72,22 @@ def test_max_steps_stops_the_loop(agent_store_copy) -> None:
     assert proc.stderr.count("→ km_browse_tree") == 3
 
 
-def test_out_of_steps_after_reading_asks_for_the_answer_once_without_tools(agent_store_copy) -> None:
-    # Seen with Qwen2.5-Coder-0.5B: it read the right chunk, then kept calling tools until the step
-    # budget ran out, and kt ask failed with nothing. One last turn without tools asks for the answer.
-    def reader(body):
+def _reads_then_browses(final_text: str):
+    """A model that reads ret-1, then browses until its turns run out; ``final_text`` without tools."""
+    def script(body):
         if "tools" not in body:
-            return {"text": "Refunds are accepted within 7 days [ret-1]."}
+            return {"text": final_text}
         turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if turns == 0:
             return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
         return {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]}
+    return script
 
+
+def test_out_of_steps_after_reading_asks_for_the_answer_once_without_tools(agent_store_copy) -> None:
+    # Seen with Qwen2.5-Coder-0.5B: it read the right chunk, then kept calling tools until the step
+    # budget ran out, and kt ask failed with nothing. One last turn without tools asks for the answer.
+    reader = _reads_then_browses("Refunds are accepted within 7 days [ret-1].")
     with fake_llm.FakeLLMServer(chat_script=reader) as server:
         proc = _ask(agent_store_copy, "openai", server, "--max-steps", "3", "--json")
         chat_calls = [c for c in server.calls if c.kind == "chat"]
@@ -94,15 +99,7 @@ def test_out_of_steps_after_reading_asks_for_the_answer_once_without_tools(agent
 
 
 def test_out_of_steps_final_answer_without_a_citation_exits_3(agent_store_copy) -> None:
-    def reader(body):
-        if "tools" not in body:
-            return {"text": "About a week, I think."}
-        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if turns == 0:
-            return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
-        return {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]}
-
-    with fake_llm.FakeLLMServer(chat_script=reader) as server:
+    with fake_llm.FakeLLMServer(chat_script=_reads_then_browses("About a week, I think.")) as server:
         proc = _ask(agent_store_copy, "openai", server, "--max-steps", "2")
         chat_calls = [c for c in server.calls if c.kind == "chat"]
     assert proc.returncode == 3, proc.stderr
