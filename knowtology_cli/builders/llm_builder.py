@@ -697,16 +697,21 @@ class LLMTreeBuilder:
         a rule existed. A node whose offline name fails too, or is a sibling's, keeps its name.
         """
         nodes = {n.path: n for n in self.stores.tree.nodes(self.collection)}
+        wanted = set(nodes) if leaves is None else {
+            "/".join(p.split("/")[:i]) for p in leaves for i in range(1, p.count("/") + 2)}
+        # only a bad label or a document's title can fail: the members (every mapping) are read for those
+        suspects = [p for p in sorted(wanted & set(nodes)) if self.names.segment_problem(nodes[p].name)
+                    or nodes[p].name.strip().casefold() in self.names.title_docs]
+        if not suspects:
+            return
         leaf_of = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
         members: dict[str, list[str]] = {}
         for chunk_id, leaf in leaf_of.items():
             parts = leaf.split("/")
             for i in range(1, len(parts) + 1):
                 members.setdefault("/".join(parts[:i]), []).append(chunk_id)
-        wanted = set(nodes) if leaves is None else {
-            "/".join(p.split("/")[:i]) for p in leaves for i in range(1, p.count("/") + 2)}
         flagged: dict[str, str] = {}
-        for path in sorted(wanted & set(nodes)):
+        for path in suspects:
             name, under = nodes[path].name, members.get(path, [])
             why = self.names.segment_problem(name) or (self.names.title_problem(name, under) if under else None)
             if why and under:
