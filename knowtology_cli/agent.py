@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import KnowtologyError, NotFoundError
-from .llm.base import ChatMessage, ToolSpec
+from .llm.base import ChatMessage, ChatTurn, ToolSpec
 from .models import ReadResult, SearchResult
 from .tokens import count_tokens
 from .tool_specs import TOOLS, error_text
@@ -110,6 +110,14 @@ class AskResult:
     cost_usd: float = 0.0
     model: str = ""
 
+    def count(self, turn: ChatTurn, number: int) -> None:
+        """Add model turn ``number``'s tokens and cost to the totals."""
+        self.steps_taken = number
+        self.input_tokens += turn.input_tokens
+        self.output_tokens += turn.output_tokens
+        self.cost_usd += turn.cost_usd
+        self.model = turn.model or self.model
+
 
 def ask(
     question: str,
@@ -152,11 +160,7 @@ def ask(
         while turn_no < budget:
             turn_no += 1
             turn = llm.chat(messages, specs, system=system, max_output_tokens=max_output_tokens)
-            result.steps_taken = turn_no
-            result.input_tokens += turn.input_tokens
-            result.output_tokens += turn.output_tokens
-            result.cost_usd += turn.cost_usd
-            result.model = turn.model or result.model
+            result.count(turn, turn_no)
             messages.append(turn.message)
             if not turn.tool_calls:
                 result.answer = turn.text.strip()
@@ -177,10 +181,7 @@ def ask(
             # tools asks for the answer from what was read, so the work done is not thrown away.
             messages.append(ChatMessage.user(final_prompt(result.read_ids)))
             turn = llm.chat(messages, [], system=system, max_output_tokens=max_output_tokens)
-            result.steps_taken = turn_no + 1
-            result.input_tokens += turn.input_tokens
-            result.output_tokens += turn.output_tokens
-            result.cost_usd += turn.cost_usd
+            result.count(turn, turn_no + 1)
             messages.append(turn.message)
             result.answer = turn.text.strip()
             answered = bool(result.answer)
