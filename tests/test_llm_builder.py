@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from knowtology_cli.builders.llm_builder import NameMerger, name_key, plan_build, prompt_hash
+from knowtology_cli.builders.validate import salvage_cut_reply
 from knowtology_cli.errors import BuildError
 from knowtology_cli.llm import LLMTruncatedError, get_llm
-from knowtology_cli.llm.base import ProviderFailure
+from knowtology_cli.llm.base import ProviderFailure, ProviderReply
 from knowtology_cli.llm.profiles import get_profile
 from knowtology_cli.llm.scripted import ScriptedLLM
 from knowtology_cli.testing.fake_llm import (
@@ -265,6 +266,46 @@ def test_truncated_reply_splits_the_batch(tmp_path):
     assert report.unmapped == 0
     assert len(calls) == 3 and calls[1] + calls[2] == calls[0]  # halves of the cut batch
     assert [r["status"] for r in kb.tree.calls("default")] == ["truncated", "ok", "ok"]
+
+
+def test_a_cut_reply_keeps_its_whole_assignments_and_sends_only_the_rest_again(tmp_path):
+    # Seen with Qwen2.5-Coder-0.5B: a dozen good assignments, then a snippet copying a chunk until the
+    # output limit. The whole assignments were paid for; only the chunks after the cut go out again.
+    kb = make_kb(tmp_path, corpus(3))
+    state: dict = {"n": 0}
+
+    def cut(system, user):
+        state["n"] += 1
+        reply = brain(system, user)
+        if state["n"] > 1:
+            return reply
+        whole = reply["assignments"][:4]
+        state["kept"] = [a["chunk_id"] for a in whole]
+        text = json.dumps({"categories": reply["categories"], "assignments": whole})
+        after = json.dumps({"chunk_id": reply["assignments"][4]["chunk_id"], "path": "x", "snippet": "copied"})
+        text = text[:-2] + ", " + after[:-3] + " text that runs on"  # cut inside the fifth snippet
+        return ProviderReply(text=text, input_tokens=900, output_tokens=300, finish_reason="length", truncated=True)
+
+    llm = scripted(cut)
+    report = build(kb, llm)
+    calls = sent_ids(llm)
+    assert report.unmapped == 0 and len(state["kept"]) == 4
+    assert sorted(sum(calls[1:], [])) == sorted(set(calls[0]) - set(state["kept"]))  # the rest, once each
+    rows = kb.tree.calls("default")
+    assert rows[0]["status"] == "truncated" and (rows[0]["input_tokens"], rows[0]["output_tokens"]) == (900, 300)
+    assert "kept the complete assignments of 1 replies cut at the output limit" in " ".join(report.notes)
+    assert_tree_sound(kb)
+
+
+def test_salvage_keeps_only_whole_items():
+    cut = ('{"categories": [{"path": "A", "description": "a"}, {"path": "B"}], "assignments": [{"chunk_id": "c1", '
+           '"path": "A", "snippet": "s1"}, {"chunk_id": 7, "path": "A", "snippet": "s"}, {"chunk_id": "c2", '
+           '"path": "A", "snippet": "cut he')
+    assert salvage_cut_reply(cut[:cut.index(', "assignments"')]) is None  # no assignment before the cut
+    kept = salvage_cut_reply(cut)
+    assert kept == {"categories": [{"path": "A", "description": "a"}],
+                    "assignments": [{"chunk_id": "c1", "path": "A", "snippet": "s1"}]}
+    assert salvage_cut_reply("no json here") is None and salvage_cut_reply(None) is None
 
 
 def test_a_batch_that_keeps_failing_ends_in_build_error_then_resumes(tmp_path):

@@ -18,7 +18,7 @@ from test_llm_builder import assert_tree_sound, brain, build, make_kb, scripted
 
 from knowtology_cli.builders.names import document_title
 from knowtology_cli.builders.prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, system_prompt
-from knowtology_cli.builders.validate import NameCheck, parse_reply
+from knowtology_cli.builders.validate import NameCheck, parse_reply, salvage_cut_reply
 from knowtology_cli.llm.base import ProviderReply
 from knowtology_cli.testing.fake_llm import parse_chunks, parse_tree
 
@@ -107,7 +107,7 @@ def test_recorded_replies_reject_what_the_issue_lists():
 
 
 @pytest.mark.parametrize("record", CUT, ids=lambda r: f"{r['prompt_tokens']}in-{r['completion_tokens']}out")
-def test_a_recorded_cut_reply_splits_the_batch_and_its_usage_is_logged(tmp_path, record):
+def test_a_recorded_cut_reply_keeps_its_whole_part_or_splits_and_its_usage_is_logged(tmp_path, record):
     chunks = sent_chunks(record)
     rows = [{"chunk_id": cid, "doc_id": cid.split("#")[0], "text": text} for cid, text in chunks]
     kb = make_kb(tmp_path, rows)
@@ -124,7 +124,14 @@ def test_a_recorded_cut_reply_splits_the_batch_and_its_usage_is_logged(tmp_path,
     llm = scripted(replay)
     report = build(kb, llm)
     sent = [sorted(cid for cid, _ in parse_chunks(c.user)) for c in llm.calls]
-    assert sent[0] == ids and sorted(sent[1] + sent[2]) == ids and sent[1] and sent[2]  # two halves
+    whole = salvage_cut_reply(record["output"])
+    resent = {cid for call in sent[1:] for cid in call}
+    kept = set(ids) - resent
+    assert sent[0] == ids and all(len(call) == len(set(call)) for call in sent)
+    if whole is None:  # nothing whole before the cut: the batch is split in halves
+        assert not kept and sorted(sent[1] + sent[2]) == ids and sent[1] and sent[2]
+    else:  # only chunks with a whole (and valid) assignment were kept; the rest went out again
+        assert kept <= {a["chunk_id"] for a in whole["assignments"]}
     assert report.unmapped == 0
     rows_logged = kb.tree.calls("default")
     assert rows_logged[0]["status"] == "truncated"

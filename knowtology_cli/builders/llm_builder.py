@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BuildError, ConfigError, LLMOutputError
-from ..llm.base import LLMContextOverflowError, LLMTimeoutError
+from ..llm.base import LLMContextOverflowError, LLMTimeoutError, LLMTruncatedError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from ..tokens import count_tokens
@@ -39,7 +39,7 @@ from .prompts import (
 )
 from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
-from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply
+from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply, salvage_cut_reply
 
 __all__ = ["BuildPlan", "LLMTreeBuilder", "NameMerger", "name_key", "plan_build", "prompt_hash", "run_llm_build"]
 
@@ -268,6 +268,7 @@ class _Tally:
     followups: int = 0
     splits: int = 0
     reasks: int = 0
+    salvaged: int = 0  # replies cut at the output limit whose complete assignments were kept
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -297,7 +298,8 @@ class LLMTreeBuilder:
        ``validate.parse_reply`` enforces depth and breadth against the tree as applied so far.
 
     Unknown ids are ignored; chunks missing from a reply are sent again in smaller follow-up calls
-    (up to ``max_followups`` rounds); a reply cut at the output limit is split in halves; a batch
+    (up to ``max_followups`` rounds); a reply cut at the output limit keeps its complete assignments
+    (``validate.salvage_cut_reply``) and the rest is sent again, or is split in halves when none was whole; a batch
     that still fails ends the build with a ``BuildError`` naming the unmapped chunks. Every call is
     logged with its response (the log doubles as a cache keyed by the prompt hash), so a killed
     build resumes with only the unmapped chunks. ``kt bench build`` measures the concurrency.
@@ -556,6 +558,8 @@ class LLMTreeBuilder:
             tally.notes.append(f"{tally.cached} calls served from the call log (identical prompts)")
         if not self.use_cache:
             tally.notes.append("call log not consulted (no cache): every prompt was sent to the model")
+        if tally.salvaged:
+            tally.notes.append(f"kept the complete assignments of {tally.salvaged} replies cut at the output limit")
         if tally.followups or tally.splits:
             tally.notes.append(f"repair: {tally.followups} follow-up calls for missing chunks, "
                                f"{tally.splits} batches split after unusable, cut or too long replies")
@@ -592,6 +596,10 @@ class LLMTreeBuilder:
             self.unsent.extend(task.chunk_ids)
             return [], False, False
         if outcome.status == "truncated":
+            kept = salvage_cut_reply(outcome.error.partial if isinstance(outcome.error, LLMTruncatedError) else None)
+            if kept is not None:  # what came before the cut was paid for: keep it, send only the rest again
+                tally.salvaged += 1
+                return self._accept(task, kept, tally), False, False
             return self._split(task, tally, error, hint=(
                 f"a reply for one chunk did not fit {task.max_output_tokens:,} output tokens: set the model's "
                 "real output limit with --max-output N (or max_output_tokens in [profiles.\"MODEL\"] of "

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from partial_json_parser import Allow
+from partial_json_parser import loads as loads_partial
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from knowtology_cli.errors import LLMOutputError
@@ -685,3 +687,31 @@ def check_reply(data: Any) -> None:
         _RawReply.model_validate(data)
     except ValidationError as exc:
         raise LLMOutputError(f"reply does not match the tree schema: {exc.errors()[0]['msg']}") from exc
+
+
+def salvage_cut_reply(text: str | None) -> dict[str, Any] | None:
+    """The complete part of a tree reply cut at the output limit, or None when it has no whole assignment.
+
+    A small model often writes a dozen good assignments, then copies a chunk into a snippet until the
+    output limit: the whole reply fails to parse, but what came before the cut was paid for. The text
+    is read by ``partial_json_parser`` (the parser vLLM and LangChain use for streamed JSON) with no
+    incomplete string or number allowed, and only categories and assignments with every field whole
+    are kept; the result still goes through :func:`parse_reply` like any reply.
+    """
+    if not text:
+        return None
+    try:
+        data = loads_partial(text, Allow.ARR | Allow.OBJ)
+    except ValueError:  # MalformedJSON and JSONDecodeError are ValueErrors
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def whole(items: Any, keys: tuple[str, ...]) -> list[dict[str, str]]:
+        return [{k: item[k] for k in keys} for item in items if isinstance(item, dict)
+                and all(isinstance(item.get(k), str) for k in keys)] if isinstance(items, list) else []
+
+    assignments = whole(data.get("assignments"), ("chunk_id", "path", "snippet"))
+    if not assignments:
+        return None
+    return {"categories": whole(data.get("categories"), ("path", "description")), "assignments": assignments}

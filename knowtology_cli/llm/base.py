@@ -168,7 +168,13 @@ class MalformedReply(Exception):
 
 
 class LLMTruncatedError(LLMOutputError):
-    """The reply was cut at ``max_output_tokens`` and is unusable; split the batch, don't retry."""
+    """The reply was cut at ``max_output_tokens`` and is unusable as a whole; split the batch, don't retry.
+
+    ``partial`` is the text the model wrote before the cut (None when the provider sent none): a
+    caller may keep its complete parts (``builders.validate.salvage_cut_reply``).
+    """
+
+    partial: str | None = None
 
 
 class LLMTimeoutError(LLMError):
@@ -458,11 +464,13 @@ class LLMClient(ABC):
                     validate(data)
             except (LLMOutputError, ValueError) as exc:  # JSONDecodeError is a ValueError
                 if reply.truncated:
-                    raise LLMTruncatedError(
+                    cut = LLMTruncatedError(
                         f"{self.spec}: reply cut at max_output_tokens={max_output_tokens} "
                         "before it was complete",
                         hint="send fewer chunks per call",
-                    ) from exc
+                    )
+                    cut.partial = reply.text
+                    raise cut from exc
                 raise MalformedReply(f"unusable reply ({self.redact(str(exc))[:200]})", reply=reply) from exc
             return LLMResponse(
                 data=data,
