@@ -72,11 +72,11 @@ def test_max_steps_stops_the_loop(agent_store_copy) -> None:
     assert proc.stderr.count("→ km_browse_tree") == 3
 
 
-def _reads_then_browses(final_text: str):
-    """A model that reads ret-1, then browses until its turns run out; ``final_text`` without tools."""
+def _reads_then_browses(final: dict):
+    """A model that reads ret-1, then browses until its turns run out; ``final`` is its last answer."""
     def script(body):
-        if "tools" not in body:
-            return {"text": final_text}
+        if "final_answer" in json.dumps([body.get("response_format"), body.get("tool_choice")]):
+            return final
         turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if turns == 0:
             return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
@@ -84,26 +84,36 @@ def _reads_then_browses(final_text: str):
     return script
 
 
-def test_out_of_steps_after_reading_asks_for_the_answer_once_without_tools(agent_store_copy) -> None:
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_out_of_steps_after_reading_asks_for_the_answer_once_as_json(agent_store_copy, provider) -> None:
     # Seen with Qwen2.5-Coder-0.5B: it read the right chunk, then kept calling tools until the step
-    # budget ran out, and kt ask failed with nothing. One last turn without tools asks for the answer.
-    reader = _reads_then_browses("Refunds are accepted within 7 days [ret-1].")
-    with fake_llm.FakeLLMServer(chat_script=reader) as server:
-        proc = _ask(agent_store_copy, "openai", server, "--max-steps", "3", "--json")
+    # budget ran out; asked for the answer as free text, it wrote a tool call as text. The last call
+    # asks for JSON whose sources can only be the chunks it read, and cites them.
+    reader = _reads_then_browses({"answer": "Refunds are accepted within 7 days.", "sources": ["ret-1"]})
+    with fake_llm.FakeLLMServer(chat_script=reader, keep_bodies=True) as server:
+        proc = _ask(agent_store_copy, provider, server, "--max-steps", "3", "--json")
         chat_calls = [c for c in server.calls if c.kind == "chat"]
+        last = [c for c in server.calls if c.kind == "answer"]
     assert proc.returncode == 0, proc.stderr
-    assert len(chat_calls) == 4 and "tools" not in chat_calls[-1].body
-    assert "used all your tool calls" in json.dumps(chat_calls[-1].body["messages"][-1])
+    assert len(chat_calls) == 3 and len(last) == 1
+    body = json.dumps(last[0].body)
+    assert "tools" not in last[0].body or provider == "anthropic"  # Anthropic: the one forced answer tool
+    assert '"enum": ["ret-1"]' in body and "within 7 days of purchase" in body  # sources limited to the read chunk, text sent
     out = json.loads(proc.stdout)
-    assert out["cited"] == ["ret-1"] and "7 days" in out["answer"]
+    assert out["cited"] == ["ret-1"] and out["answer"] == "Refunds are accepted within 7 days. [ret-1]"
+    assert out["steps_taken"] == 4 and out["input_tokens"] >= last[0].prompt_tokens > 0
 
 
-def test_out_of_steps_final_answer_without_a_citation_exits_3(agent_store_copy) -> None:
-    with fake_llm.FakeLLMServer(chat_script=_reads_then_browses("About a week, I think.")) as server:
+def test_out_of_steps_last_answer_with_no_source_read_is_retried_then_stops(agent_store_copy) -> None:
+    # A server that does not enforce the schema: the sources name no chunk read; the client retries
+    # the unusable reply, then kt ask has no answer (exit 1), and nothing uncited is passed off.
+    reader = _reads_then_browses({"answer": "About a week, I think.", "sources": ["made-up"]})
+    with fake_llm.FakeLLMServer(chat_script=reader) as server:
         proc = _ask(agent_store_copy, "openai", server, "--max-steps", "2")
-        chat_calls = [c for c in server.calls if c.kind == "chat"]
-    assert proc.returncode == 3, proc.stderr
-    assert len(chat_calls) == 3  # two turns, the final one, and no re-ask after it
+        last = [c for c in server.calls if c.kind == "answer"]
+    assert proc.returncode == 1, proc.stderr
+    assert len(last) >= 2  # retried as an unusable reply
+    assert "without a final answer" in proc.stderr and "About a week" not in proc.stdout
 
 
 def test_json_output_and_tool_errors_go_back_to_the_model(agent_store_copy) -> None:

@@ -283,7 +283,9 @@ class FakeLLMServer:
         api_key: when set, requests with another key get 401.
         brain: ``brain(chunks, tree_leaves) -> reply dict`` for tree calls.
         chat_script: chat turns, in order: ``{"text": ...}`` or ``{"tool_calls": [{"name",
-            "arguments"}]}``, or a callable(body) returning one; "done." when exhausted.
+            "arguments"}]}``, or a callable(body) returning one; "done." when exhausted. ``kt ask``'s
+            last answer (``json_schema``/forced tool ``final_answer``) is a turn too: ``{"answer",
+            "sources"}`` as given, or a ``{"text"}`` turn whose ``[id]`` citations become the sources.
         keep_bodies: keep request bodies in the call log.
         context_window: refuse prompts of this many tokens or more (HTTP 400, llama.cpp's message).
         publish_limits: publish ``context_window`` at ``/props`` and in ``/v1/models``.
@@ -461,6 +463,16 @@ class _NoLock:
 
 
 RERANK_SCHEMA = "rank_candidates"  # knowtology_cli.retrieval.rerank.RERANK_SCHEMA_NAME
+ANSWER_SCHEMA = "final_answer"  # knowtology_cli.agent.ANSWER_SCHEMA_NAME
+
+
+def answer_reply(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat-script turn as ``kt ask``'s last answer: ``{"answer", "sources"}`` as given, or built
+    from ``{"text": ...}`` with the ids cited in square brackets as the sources."""
+    if "answer" in turn:
+        return dict(turn)
+    text = str(turn.get("text", ""))
+    return {"answer": text, "sources": re.findall(r"\[([^\[\]\s]+)\]", text)}
 _CANDIDATE = re.compile(r'<candidate n="(\d+)">(.*?)</candidate>')
 _QUERY = re.compile(r"<query>(.*?)</query>")
 
@@ -560,8 +572,9 @@ class _Handler(BaseHTTPRequestHandler):
         schema_name = _structured_name(body, endpoint) if tree else ""
         naming = schema_name == NAMES_SCHEMA
         rerank = schema_name == RERANK_SCHEMA
-        chunks = parse_chunks(user) if tree and not naming and not rerank else []
-        kind = "names" if naming else "rerank" if rerank else "tree" if tree else "chat"
+        answer = schema_name == ANSWER_SCHEMA
+        chunks = parse_chunks(user) if tree and not naming and not rerank and not answer else []
+        kind = "names" if naming else "rerank" if rerank else "answer" if answer else "tree" if tree else "chat"
         fake._record(index, endpoint=endpoint, kind=kind, model=model,
                      n_chunks=len(chunks), chunk_ids=tuple(c for c, _ in chunks), fault=fault,
                      body=body if fake.keep_bodies else None)
@@ -577,8 +590,9 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._record(index, status=status, fault=fault)
                 self._error(endpoint, status, key, prompt_tokens=prompt_tokens)
                 return
-            if rerank:
-                self._tree_reply(index, endpoint, body, rerank_brain(user), prompt_tokens, fault=fault)
+            if rerank or answer:
+                reply = rerank_brain(user) if rerank else answer_reply(fake._next_turn(body))
+                self._tree_reply(index, endpoint, body, reply, prompt_tokens, fault=fault)
                 return
             if naming:
                 reply = naming_brain(parse_categories(user), sample_lines(user))
