@@ -497,7 +497,7 @@ def test_extend_calls_run_in_parallel_and_results_are_applied_on_the_calling_thr
 def test_fake_server_faults_with_the_real_sdks(tmp_path, provider, model):
     kb = make_kb(tmp_path, corpus())
     faults = ["malformed", "drop_ids", "unknown_ids", "deep_paths", "rate_limit", "server_error", "hang", "truncated"]
-    with FakeLLMServer(faults=faults, retry_after=0.05, hang_seconds=5) as srv:
+    with FakeLLMServer(faults=faults, retry_after=0.05, hang_seconds=5, keep_bodies=True) as srv:
         base = srv.openai_base_url if provider == "openai" else srv.anthropic_base_url
         profile = get_profile(model).with_overrides(max_output_tokens=1800)
         llm = get_llm(f"{provider}:{model}", api_key=SENTINEL, base_url=base, timeout=1.0, backoff_base=0.01,
@@ -514,6 +514,12 @@ def test_fake_server_faults_with_the_real_sdks(tmp_path, provider, model):
     assert any(r["kind"] == "followup" for r in logged)  # drop_ids → follow-up call
     assert any(r["status"] == "truncated" for r in logged)  # cut reply → the batch was split in halves
     assert all(SENTINEL not in json.dumps(r) for r in logged)
+    for call in calls:  # each call's schema allows only the chunk ids it sent
+        body = call.body
+        schema = (body["response_format"]["json_schema"]["schema"] if provider == "openai"
+                  else body["tools"][0]["input_schema"])
+        enum = schema["properties"]["assignments"]["items"]["properties"]["chunk_id"]["enum"]
+        assert sorted(enum) == sorted(call.chunk_ids) and enum
 
 
 # ------------------------------------------------------------------------------ bench

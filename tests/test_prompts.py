@@ -20,6 +20,7 @@ from knowtology_cli.builders.prompts import (
     render_tree,
     render_user,
     system_prompt,
+    tree_reply_schema,
     truncate_tokens,
 )
 from knowtology_cli.models import TreeReply
@@ -99,6 +100,17 @@ def test_schema_is_the_wire_contract():
     for obj in (TREE_REPLY_SCHEMA, props["categories"]["items"], props["assignments"]["items"]):
         assert obj["additionalProperties"] is False and set(obj["required"]) == set(obj["properties"])
     json.dumps(TREE_REPLY_SCHEMA)
+
+
+def test_a_call_schema_allows_only_its_own_chunk_ids():
+    ids = ["doc.md#0", "doc.md#1", 'odd "id"', "doc.md#0"]
+    schema = tree_reply_schema(ids)
+    chunk_id = schema["properties"]["assignments"]["items"]["properties"]["chunk_id"]
+    assert chunk_id == {"type": "string", "enum": ["doc.md#0", "doc.md#1", 'odd "id"']}
+    assert "enum" not in TREE_REPLY_SCHEMA["properties"]["assignments"]["items"]["properties"]["chunk_id"]
+    items = schema["properties"]["assignments"]["items"]  # still strict-mode shaped
+    assert items["additionalProperties"] is False and set(items["required"]) == set(items["properties"])
+    assert schema["properties"]["categories"] == TREE_REPLY_SCHEMA["properties"]["categories"]
 
 
 def test_leaf_paths_and_tree_folding():

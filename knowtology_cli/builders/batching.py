@@ -125,11 +125,13 @@ def chunk_costs(
     out = []
     for chunk_id, text in items:
         block = render_chunk(chunk_id, text, per_chunk_cap=per_chunk_cap, count_tokens=count_tokens)
-        # +2: BPE merges across the newline that joins blocks can differ by a token or two
+        id_tokens = count(json.dumps(chunk_id, ensure_ascii=False))
+        # +2: BPE merges across the newline that joins blocks can differ by a token or two; the id
+        # is also one entry of the reply schema's chunk_id enum (``prompts.tree_reply_schema``)
         out.append(ChunkCost(
             chunk_id,
-            profile.provider_tokens(count(block) + 2),
-            profile.provider_tokens(fixed + count(json.dumps(chunk_id, ensure_ascii=False))),
+            profile.provider_tokens(count(block) + 2 + id_tokens + 1),
+            profile.provider_tokens(fixed + id_tokens),
         ))
     return out
 

@@ -29,13 +29,13 @@ from .names import origins_note, tree_name_check
 from .prompts import (
     PROMPT_VERSION,
     REPLY_SCHEMA_NAME,
-    TREE_REPLY_SCHEMA,
     TreeCaps,
     build_messages,
     default_tree_tokens,
     prompt_overhead_tokens,
     render_feedback,
     render_tree,
+    tree_reply_schema,
 )
 from .runner import apply_reply, build_report, pending_work
 from .snippets import make_snippet
@@ -525,7 +525,7 @@ class LLMTreeBuilder:
                         queue.extendleft(reversed(self._accept(task, cached, tally)))
                         continue
                     fut = pool.submit(run_call, self.llm, kind=kind, prompt_hash=h, system=system, user=user,
-                                      schema=TREE_REPLY_SCHEMA, schema_name=REPLY_SCHEMA_NAME,
+                                      schema=tree_reply_schema(task.chunk_ids), schema_name=REPLY_SCHEMA_NAME,
                                       max_output_tokens=task.max_output_tokens, chunk_count=len(task.chunk_ids),
                                       validate=check_reply, cancel=self.cancel)
                     in_flight[fut] = _Sent(task, kind, h, time.perf_counter())

@@ -60,6 +60,20 @@ TREE_REPLY_SCHEMA: dict[str, Any] = {
 REPLY_SCHEMA_NAME = "record_tree"
 
 
+def tree_reply_schema(chunk_ids: Sequence[str]) -> dict[str, Any]:
+    """:data:`TREE_REPLY_SCHEMA` for one call: an assignment's ``chunk_id`` is one of ``chunk_ids`` (an enum).
+
+    A server that enforces the schema (OpenAI strict mode, llama.cpp's grammar, Anthropic's tool input)
+    then cannot write a rank, a path or an invented id where a chunk id belongs — a small model's most
+    common slip; the reply is validated anyway.
+    """
+    assignment = TREE_REPLY_SCHEMA["properties"]["assignments"]["items"]
+    chunk_id = {**assignment["properties"]["chunk_id"], "enum": list(dict.fromkeys(chunk_ids))}
+    items = {**assignment, "properties": {**assignment["properties"], "chunk_id": chunk_id}}
+    assignments = {**TREE_REPLY_SCHEMA["properties"]["assignments"], "items": items}
+    return {**TREE_REPLY_SCHEMA, "properties": {**TREE_REPLY_SCHEMA["properties"], "assignments": assignments}}
+
+
 @dataclass(frozen=True)
 class TreeCaps:
     """Shape limits of the tree, stated in the prompts and enforced by ``validate.parse_reply``.
