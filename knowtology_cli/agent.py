@@ -180,10 +180,11 @@ def ask(
 
     The model sees the same four tool specs as MCP and LangChain through ``LLMClient.chat``; each
     call runs in the shared tool layer and its compact text goes back as the tool result. The loop
-    ends at a text answer or after ``max_steps`` model turns; when the turns run out after chunks were
-    read, one more call without tools asks for the answer from them as JSON (``answer_schema``: its
-    sources can only be ids read); it is not re-asked, and a reply still unusable after the client's
-    output retries leaves no answer.
+    ends at a text answer or after ``max_steps`` model turns. When it ends without a cited answer and
+    no free-form re-ask is left (the turns ran out, or the answer after the re-ask still cites nothing
+    read) but chunks were read, one more call without tools asks for the answer from them as JSON
+    (``answer_schema``: its sources can only be ids read); a reply still unusable after the client's
+    output retries leaves what the model said before (uncited) or no answer.
 
     An answer counts as cited only when it names, in square brackets, a chunk the agent *read* in
     this run (``km_read_chunks``, a repeat read included); ids merely seen in search results or the
@@ -226,47 +227,58 @@ def ask(
                 messages.append(ChatMessage.tool_result(call.id, step.output))
                 result.steps.append(step)
                 on_step(step)
-        if not answered and result.read_ids:
-            # Out of turns with chunks read (small models keep calling tools): one last call without
-            # tools asks for the answer from what was read, as JSON whose sources can only be ids read.
-            result.reasked = True  # no turn is left for a re-ask
-            try:
-                reply = llm.complete_json(FINAL_SYSTEM, final_prompt(question, texts),
-                                          answer_schema(result.read_ids), schema_name=ANSWER_SCHEMA_NAME,
-                                          max_output_tokens=max_output_tokens,
-                                          validate=lambda data: _final_answer(data, result.read_ids))
-            except LLMOutputError as exc:  # still unusable after the retries: paid for, no answer
-                if exc.usage is not None:
-                    result.input_tokens += exc.usage.input_tokens
-                    result.output_tokens += exc.usage.output_tokens
-                    result.cost_usd += exc.usage.cost_usd
-                result.steps_taken = turn_no + 1
-            else:
-                result.count(reply, turn_no + 1)
-                result.answer = _final_answer(reply.data, result.read_ids)
+        if answered:
+            cited = _citations(result.answer)
+            result.cited = [c for c in cited if c in result.read_ids]
+            result.cited_unread = [c for c in cited if c not in result.read_ids]
+            if result.cited:
+                break
+            if not result.reasked:
+                result.reasked = True  # once: say why and let it read before answering again
+                found = ""
+                if not result.read_ids and not seen:
+                    # Nothing to read (a small model's searches often fail on a bad argument): search for
+                    # the question with the default search, as a step of the trail, so the re-ask names real ids.
+                    step = _run_call(tools, "km_search_chunks", {"query": question}, turn_no, None, seen, result)
+                    step = replace(step, summary=f"{step.summary} (kt searched the question for the re-ask)")
+                    result.steps.append(step)
+                    on_step(step)
+                    found = "" if step.error or not seen else step.output
+                messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen), found)))
+                budget = turn_no + REASK_TURNS
+                continue
+        # No cited answer and no free-form re-ask left (the turns ran out, or the answer after the re-ask
+        # still cites nothing read: small models keep calling tools, or write a tool call as text). With
+        # chunks read, one last call asks for the answer from them, as JSON whose sources can only be
+        # ids read; without, or when that reply is unusable too, what the model said stands.
+        if result.read_ids:
+            result.reasked = True
+            final = _final_call(llm, question, texts, result, turn_no + 1, max_output_tokens)
+            if final is not None:
+                result.answer, result.cited, result.cited_unread = final, _citations(final), []
                 answered = True
-        if not answered:
-            result.stopped = True
-            break
-        cited = _citations(result.answer)
-        result.cited = [c for c in cited if c in result.read_ids]
-        result.cited_unread = [c for c in cited if c not in result.read_ids]
-        if result.cited or result.reasked:
-            break
-        result.reasked = True  # once: say why and let it read before answering again
-        found = ""
-        if not result.read_ids and not seen:
-            # Nothing to read (a small model's searches often fail on a bad argument): search for the
-            # question with the default search, as a step of the trail, so the re-ask names real ids.
-            step = _run_call(tools, "km_search_chunks", {"query": question}, turn_no, None, seen, result)
-            step = replace(step, summary=f"{step.summary} (kt searched the question for the re-ask)")
-            result.steps.append(step)
-            on_step(step)
-            found = "" if step.error or not seen else step.output
-        messages.append(ChatMessage.user(reask_prompt(result.read_ids, list(seen), found)))
-        budget = turn_no + REASK_TURNS
+        result.stopped = not answered
+        break
     result.uncited = not result.stopped and not result.cited
     return result
+
+
+def _final_call(llm: LLMClient, question: str, texts: dict[str, str], result: AskResult, number: int,
+                max_output_tokens: int) -> str | None:
+    """The answer from the chunks read, as JSON whose sources can only be ids read; None if unusable."""
+    try:
+        reply = llm.complete_json(FINAL_SYSTEM, final_prompt(question, texts), answer_schema(result.read_ids),
+                                  schema_name=ANSWER_SCHEMA_NAME, max_output_tokens=max_output_tokens,
+                                  validate=lambda data: _final_answer(data, result.read_ids))
+    except LLMOutputError as exc:  # still unusable after the client's retries: paid for, no answer
+        if exc.usage is not None:
+            result.input_tokens += exc.usage.input_tokens
+            result.output_tokens += exc.usage.output_tokens
+            result.cost_usd += exc.usage.cost_usd
+        result.steps_taken = number
+        return None
+    result.count(reply, number)
+    return _final_answer(reply.data, result.read_ids)
 
 
 def _citations(answer: str) -> list[str]:

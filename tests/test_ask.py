@@ -170,6 +170,36 @@ def test_an_uncited_answer_is_asked_again_and_a_cited_one_exits_0(agent_store_co
     assert reask.startswith("Your answer does not cite a chunk you read") and "ret-1" in reask
 
 
+def _reads_then_answers_uncited(final: dict):
+    """Reads ret-1, answers without a citation, and again after the re-ask; ``final`` is its JSON answer."""
+    def script(body):
+        if "final_answer" in json.dumps([body.get("response_format"), body.get("tool_choice")]):
+            return final
+        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if turns == 0:
+            return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
+        # Seen with Qwen2.5-Coder-0.5B after the re-ask: a tool call written as the answer's text
+        return {"text": '{ "tool_call" : { "name" : "km_search_keyword", "arguments" : {} } }'}
+    return script
+
+
+def test_uncited_again_after_the_re_ask_gets_one_json_answer_from_the_chunks_read(agent_store_copy) -> None:
+    good = _reads_then_answers_uncited({"answer": "Within 7 days of purchase.", "sources": ["ret-1"]})
+    with fake_llm.FakeLLMServer(chat_script=good) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--json")
+        kinds = [c.kind for c in server.calls]
+    assert proc.returncode == 0, proc.stderr
+    assert kinds == ["chat", "chat", "chat", "answer"]  # read, uncited, re-asked: uncited, the JSON answer
+    result = json.loads(proc.stdout)
+    assert result["cited"] == ["ret-1"] and result["reasked"] and not result["uncited"]
+    assert result["answer"] == "Within 7 days of purchase. [ret-1]" and result["steps_taken"] == 4
+
+    bad = _reads_then_answers_uncited({"answer": "", "sources": []})  # unusable: the earlier answer stands
+    with fake_llm.FakeLLMServer(chat_script=bad) as server:
+        proc = _ask(agent_store_copy, "openai", server)
+    assert proc.returncode == 3 and "tool_call" in proc.stdout and "Warning" in proc.stderr
+
+
 def test_an_answer_citing_only_chunks_it_did_not_read_exits_3_with_a_warning(agent_store_copy) -> None:
     script = [
         {"tool_calls": [{"name": "km_search_chunks", "arguments": {"query": "refund window days", "top_k": 3}}]},
