@@ -110,6 +110,7 @@ def test_a_call_schema_allows_only_its_own_chunk_ids():
     assert "enum" not in TREE_REPLY_SCHEMA["properties"]["assignments"]["items"]["properties"]["chunk_id"]
     items = schema["properties"]["assignments"]["items"]  # still strict-mode shaped
     assert items["additionalProperties"] is False and set(items["required"]) == set(items["properties"])
+    assert schema["properties"]["assignments"]["maxItems"] == 3  # no more assignments than chunks
     assert schema["properties"]["categories"] == TREE_REPLY_SCHEMA["properties"]["categories"]
 
 

@@ -61,16 +61,19 @@ REPLY_SCHEMA_NAME = "record_tree"
 
 
 def tree_reply_schema(chunk_ids: Sequence[str]) -> dict[str, Any]:
-    """:data:`TREE_REPLY_SCHEMA` for one call: an assignment's ``chunk_id`` is one of ``chunk_ids`` (an enum).
+    """:data:`TREE_REPLY_SCHEMA` for one call: an assignment's ``chunk_id`` is one of ``chunk_ids`` (an enum),
+    and there are at most as many assignments as chunks (``maxItems``).
 
     A server that enforces the schema (OpenAI strict mode, llama.cpp's grammar, Anthropic's tool input)
     then cannot write a rank, a path or an invented id where a chunk id belongs — a small model's most
-    common slip; the reply is validated anyway.
+    common slip — nor repeat assignments until the output limit (seen: 16 for a batch of one chunk).
+    The reply is validated anyway.
     """
+    ids = list(dict.fromkeys(chunk_ids))
     assignment = TREE_REPLY_SCHEMA["properties"]["assignments"]["items"]
-    chunk_id = {**assignment["properties"]["chunk_id"], "enum": list(dict.fromkeys(chunk_ids))}
+    chunk_id = {**assignment["properties"]["chunk_id"], "enum": ids}
     items = {**assignment, "properties": {**assignment["properties"], "chunk_id": chunk_id}}
-    assignments = {**TREE_REPLY_SCHEMA["properties"]["assignments"], "items": items}
+    assignments = {**TREE_REPLY_SCHEMA["properties"]["assignments"], "items": items, "maxItems": len(ids)}
     return {**TREE_REPLY_SCHEMA, "properties": {**TREE_REPLY_SCHEMA["properties"], "assignments": assignments}}
 
 
