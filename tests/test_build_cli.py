@@ -84,15 +84,18 @@ def test_dry_run_prints_the_plan_and_calls_nothing(cli, store, monkeypatch):
 
 def test_thirty_percent_faults_still_complete(cli, store, monkeypatch):
     (store / "config.toml").write_text(SMALL_REPLIES, encoding="utf-8")
-    with FakeLLMServer(fail_rate=0.3, seed=5, retry_after=0.05) as srv:
+    # three in ten requests fail, by arrival order (rate-drawn faults hang on a hash of each request
+    # body, so a change to the prompt or schema would change which ones fail)
+    faults = ["rate_limit", None, None, "malformed", None, None, "server_error", None, None, "drop_ids"]
+    with FakeLLMServer(faults=faults * 3, retry_after=0.05) as srv:
         point_at(monkeypatch, srv)
         result = cli("build", "--builder", "llm", "--llm", "openai:gpt-4o-mini", "--store", store, "--json", "--concurrency", "1")
         calls = srv.tree_calls(status=None)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["unmapped"] == 0
-    faults = [c.fault for c in calls if c.fault]
-    assert len(faults) >= 3 and len(set(faults)) >= 2  # faults really happened (deterministic at -concurrency 1)
+    happened = [c.fault for c in calls if c.fault]
+    assert len(happened) >= 3 and len(set(happened)) >= 2  # faults really happened
     assert status(cli, store)["unmapped"] == 0
 
 
