@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .builders.prompts import render_chunk
 from .errors import KnowtologyError, LLMOutputError, NotFoundError
-from .llm.base import ChatMessage, ChatTurn, LLMResponse, ToolSpec
+from .llm.base import CallUsage, ChatMessage, ChatTurn, LLMResponse, ToolSpec, usage_of
 from .models import ReadResult, SearchResult
 from .tokens import count_tokens
 from .tool_specs import TOOLS, error_text
@@ -157,13 +157,19 @@ class AskResult:
     cost_usd: float = 0.0
     model: str = ""
 
-    def count(self, turn: ChatTurn | LLMResponse, number: int) -> None:
-        """Add model turn ``number``'s tokens and cost (every attempt of it) to the totals."""
+    def count(self, turn: ChatTurn | LLMResponse | CallUsage, number: int) -> None:
+        """Add model turn ``number``'s tokens and cost (every attempt of it, a failed call's too) to the totals."""
         self.steps_taken = number
         self.input_tokens += turn.input_tokens
         self.output_tokens += turn.output_tokens
         self.cost_usd += turn.cost_usd
-        self.model = turn.model or self.model
+        self.model = getattr(turn, "model", "") or self.model
+
+    def cite(self) -> None:
+        """Split the ids the answer cites in square brackets into ``cited`` (read) and ``cited_unread``."""
+        cited = list(dict.fromkeys(_CITATION.findall(self.answer)))
+        self.cited = [c for c in cited if c in self.read_ids]
+        self.cited_unread = [c for c in cited if c not in self.read_ids]
 
 
 def ask(
@@ -228,9 +234,7 @@ def ask(
                 result.steps.append(step)
                 on_step(step)
         if answered:
-            cited = _citations(result.answer)
-            result.cited = [c for c in cited if c in result.read_ids]
-            result.cited_unread = [c for c in cited if c not in result.read_ids]
+            result.cite()
             if result.cited:
                 break
             if not result.reasked:
@@ -255,7 +259,8 @@ def ask(
             result.reasked = True
             final = _final_call(llm, question, texts, result, turn_no + 1, max_output_tokens)
             if final is not None:
-                result.answer, result.cited, result.cited_unread = final, _citations(final), []
+                result.answer = final
+                result.cite()
                 answered = True
         result.stopped = not answered
         break
@@ -271,18 +276,10 @@ def _final_call(llm: LLMClient, question: str, texts: dict[str, str], result: As
                                   schema_name=ANSWER_SCHEMA_NAME, max_output_tokens=max_output_tokens,
                                   validate=lambda data: _final_answer(data, result.read_ids))
     except LLMOutputError as exc:  # still unusable after the client's retries: paid for, no answer
-        if exc.usage is not None:
-            result.input_tokens += exc.usage.input_tokens
-            result.output_tokens += exc.usage.output_tokens
-            result.cost_usd += exc.usage.cost_usd
-        result.steps_taken = number
+        result.count(usage_of(exc), number)
         return None
     result.count(reply, number)
     return _final_answer(reply.data, result.read_ids)
-
-
-def _citations(answer: str) -> list[str]:
-    return list(dict.fromkeys(_CITATION.findall(answer)))
 
 
 def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], turn_no: int, turn: Any,

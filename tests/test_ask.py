@@ -72,16 +72,22 @@ def test_max_steps_stops_the_loop(agent_store_copy) -> None:
     assert proc.stderr.count("→ km_browse_tree") == 3
 
 
-def _reads_then_browses(final: dict):
-    """A model that reads ret-1, then browses until its turns run out; ``final`` is its last answer."""
+def _reads_then(then: dict, final: dict):
+    """A model that reads ret-1, then answers every later chat turn with ``then``; ``final`` is its
+    reply to the last JSON answer call."""
     def script(body):
         if "final_answer" in json.dumps([body.get("response_format"), body.get("tool_choice")]):
             return final
         turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if turns == 0:
             return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
-        return {"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]}
+        return then
     return script
+
+
+def _reads_then_browses(final: dict):
+    """Reads ret-1, then browses until its turns run out."""
+    return _reads_then({"tool_calls": [{"name": "km_browse_tree", "arguments": {"path": "root"}}]}, final)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -171,16 +177,9 @@ def test_an_uncited_answer_is_asked_again_and_a_cited_one_exits_0(agent_store_co
 
 
 def _reads_then_answers_uncited(final: dict):
-    """Reads ret-1, answers without a citation, and again after the re-ask; ``final`` is its JSON answer."""
-    def script(body):
-        if "final_answer" in json.dumps([body.get("response_format"), body.get("tool_choice")]):
-            return final
-        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if turns == 0:
-            return {"tool_calls": [{"name": "km_read_chunks", "arguments": {"chunk_ids": ["ret-1"]}}]}
-        # Seen with Qwen2.5-Coder-0.5B after the re-ask: a tool call written as the answer's text
-        return {"text": '{ "tool_call" : { "name" : "km_search_keyword", "arguments" : {} } }'}
-    return script
+    """Reads ret-1, answers without a citation, and again after the re-ask."""
+    # Seen with Qwen2.5-Coder-0.5B after the re-ask: a tool call written as the answer's text
+    return _reads_then({"text": '{ "tool_call" : { "name" : "km_search_keyword", "arguments" : {} } }'}, final)
 
 
 def test_uncited_again_after_the_re_ask_gets_one_json_answer_from_the_chunks_read(agent_store_copy) -> None:
@@ -198,6 +197,15 @@ def test_uncited_again_after_the_re_ask_gets_one_json_answer_from_the_chunks_rea
     with fake_llm.FakeLLMServer(chat_script=bad) as server:
         proc = _ask(agent_store_copy, "openai", server)
     assert proc.returncode == 3 and "tool_call" in proc.stdout and "Warning" in proc.stderr
+
+
+def test_an_unread_id_in_the_json_answer_text_is_not_counted_as_cited(agent_store_copy) -> None:
+    final = {"answer": "Within 7 days [hr-2].", "sources": ["ret-1"]}  # hr-2 was never read
+    with fake_llm.FakeLLMServer(chat_script=_reads_then_browses(final)) as server:
+        proc = _ask(agent_store_copy, "openai", server, "--max-steps", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["cited"] == ["ret-1"] and result["cited_unread"] == ["hr-2"]
 
 
 def test_an_answer_citing_only_chunks_it_did_not_read_exits_3_with_a_warning(agent_store_copy) -> None:

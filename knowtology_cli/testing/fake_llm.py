@@ -473,6 +473,8 @@ def answer_reply(turn: Mapping[str, Any]) -> dict[str, Any]:
         return dict(turn)
     text = str(turn.get("text", ""))
     return {"answer": text, "sources": re.findall(r"\[([^\[\]\s]+)\]", text)}
+
+
 _CANDIDATE = re.compile(r'<candidate n="(\d+)">(.*?)</candidate>')
 _QUERY = re.compile(r"<query>(.*?)</query>")
 
