@@ -289,3 +289,82 @@ def test_a_held_ctrl_c_says_what_it_waits_for(capsys: pytest.CaptureFixture[str]
     with pytest.raises(KeyboardInterrupt), deferred_interrupt():
         os.kill(os.getpid(), signal.SIGINT)
     assert "Ctrl-C again to stop now" in capsys.readouterr().err
+
+
+def _ranked(store: LanceVectorStore, query: np.ndarray, k: int, within: list[str] | None = None) -> list[tuple[str, float]]:
+    return [(h.chunk_id, h.score) for h in store.vector_search(COLLECTION, query, k, within=within)]
+
+
+def _same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> bool:
+    """Same ids in the same order, scores equal up to float32 rounding."""
+    return [i for i, _ in a] == [i for i, _ in b] and np.allclose([s for _, s in a], [s for _, s in b], atol=1e-5)
+
+
+def test_vectors_held_in_memory_rank_as_lance_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that answers many queries searches a copy of the vectors in memory; its rankings,
+    scores, filters and row-id reads are those of Lance's exact search, and it follows every write."""
+    from knowtology_cli.stores import heavy_imports
+
+    store = LanceVectorStore(tmp_path / "lance")
+    store.upsert(COLLECTION, _chunks(0, 200), _vectors(200))
+    queries = _vectors(5, seed=9) * 3.0  # not unit length: cosine, not dot product
+    within = [f"c{i}" for i in range(0, 200, 7)] + ["missing"]
+
+    def both(k: int, sub: list[str] | None = None) -> tuple[list, list]:
+        monkeypatch.setattr(heavy_imports, "ONE_SHOT", True)
+        lance_side = [_ranked(store, q, k, sub) for q in queries]
+        monkeypatch.setattr(heavy_imports, "ONE_SHOT", False)
+        return lance_side, [_ranked(store, q, k, sub) for q in queries]
+
+    for k, sub in ((10, None), (300, None), (5, within)):
+        lance_side, memory_side = both(k, sub)
+        assert all(_same_ranking(m, x) for m, x in zip(memory_side, lance_side))
+    assert store._flats[COLLECTION][1] is not None  # the memory path did answer
+    top = store.vector_search(COLLECTION, queries[0], 3)
+    assert [c.chunk_id for c in store.get(COLLECTION, [h.chunk_id for h in top])] == [h.chunk_id for h in top]
+
+    # a write is seen by the next search: new rows found, deleted rows gone, changed vectors moved
+    store.upsert(COLLECTION, _chunks(200, 1), queries[:1] / 3.0)
+    assert store.vector_search(COLLECTION, queries[0], 1)[0].chunk_id == "c200"
+    store.delete(COLLECTION, ["c200"])
+    assert "c200" not in [h.chunk_id for h in store.vector_search(COLLECTION, queries[0], 300)]
+    lance_side, memory_side = both(10)
+    assert all(_same_ranking(m, x) for m, x in zip(memory_side, lance_side))
+
+    # a table past the memory budget is searched through Lance
+    monkeypatch.setattr(ann, "MEMORY_SEARCH_BUDGET", 100 * DIM * 4)
+    store.forget(COLLECTION)
+    assert _same_ranking(_ranked(store, queries[1], 10), lance_side[1])
+    assert store._flats[COLLECTION][1] is None
+
+
+def test_one_shot_commands_never_read_all_vectors(docs_dir: Path, tmp_path: Path) -> None:
+    """`kt search` answers one query: it searches through Lance; `kt repl` keeps the vectors."""
+    code = textwrap.dedent("""
+        import sys
+        from knowtology_cli.stores import ann
+        loads = []
+        real = ann.FlatVectors.__init__
+        def counted(self, *args, **kwargs):
+            loads.append(1)
+            real(self, *args, **kwargs)
+        ann.FlatVectors.__init__ = counted
+        sys.argv = ["kt", *sys.argv[1:]]
+        from knowtology_cli.cli.app import main
+        try:
+            main()
+        except SystemExit:
+            pass
+        print("LOADS:" + str(len(loads)))
+    """)
+    store = ["--store", str(tmp_path / "store")]
+    assert _kt_run(["ingest", str(docs_dir), "--embedder", "hash", *store], tmp_path)[0] == 0
+
+    def loads(args: list[str], stdin: str = "") -> int:
+        out = subprocess.run([sys.executable, "-c", code, *args, *store], input=stdin, capture_output=True,
+                             text=True, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.rsplit("LOADS:", 1)[1])
+
+    assert loads(["search", "refund policy"]) == 0
+    assert loads(["repl"], stdin="search refund policy\nsearch delivery\n") == 1

@@ -18,6 +18,7 @@ from knowtology_cli.kb import KnowledgeBase
 from knowtology_cli.retrieval import pipeline
 from knowtology_cli.retrieval.fusion import fuse_lists, normalise
 from knowtology_cli.retrieval.presets import PRESETS
+from knowtology_cli.stores import heavy_imports
 from knowtology_cli.stores.base import ScoredId
 from knowtology_cli.stores.lance import LanceVectorStore
 from knowtology_cli.stores.routing import ForwardingVectorStore
@@ -199,6 +200,7 @@ def test_snippets_of_unmapped_hits_are_read_by_row_id_and_never_stale(loose_stor
     # the CLI (one process, the overlapped path) prints the same hits as the library one after the other
     with monkeypatch.context() as m:
         m.setattr(LanceVectorStore, "concurrent_reads", lambda self, collection: False)
+        m.setattr(heavy_imports, "ONE_SHOT", True)  # vectors searched through Lance, as the one-shot CLI does
         kb = KnowledgeBase.open(loose_store)
         try:
             serial = kb.search("frozen groceries delivery", k=5).model_dump(mode="json")

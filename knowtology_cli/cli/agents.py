@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from knowtology_cli.errors import ConfigError, KnowtologyError
+from knowtology_cli.stores import heavy_imports
 
 from .common import CollectionOpt, JsonOpt, SessionOpt, StoreOpt, console, emit_json, handled, settings
 
@@ -19,6 +20,9 @@ def open_tools(store: str | None, collection: str | None, session: str | None, *
                private_prefix: str | None = None, **extra: Any) -> tuple[Any, bool]:
     """The shared tool layer for the resolved settings, and whether the session is a named one.
 
+    The process then answers many queries, so the vector store may hold a collection's vectors in
+    memory (``stores.ann.FlatVectors``).
+
     Without ``--session`` / ``KNOWTOLOGY_SESSION`` / a configured session and with a
     ``private_prefix``, read histories stay in memory (per connection or per run), so nothing is
     written to the store's sessions.
@@ -27,6 +31,7 @@ def open_tools(store: str | None, collection: str | None, session: str | None, *
     from knowtology_cli.kb import KnowledgeBase  # deferred: keeps kt --help fast
     from knowtology_cli.tools import KnowledgeMapTools  # deferred: keeps kt --help fast
 
+    heavy_imports.ONE_SHOT = False  # these commands answer many queries: vectors may stay in memory
     cfg = settings(store, collection, session, **{k: v for k, v in extra.items() if k in ("embedder", "llm")})
     named = session is not None or cfg.session != DEFAULT_SESSION or private_prefix is None
     overrides: dict[str, Any] = {} if named else {"sessions": None}

@@ -310,6 +310,7 @@ _register_extensions()
 def main() -> None:
     """Console-script entry point."""
     heavy_imports.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
+    heavy_imports.ONE_SHOT = True  # cleared by the commands that answer many queries (agents.open_tools)
     # pydantic scans every installed distribution's entry points for plugins when the first model is
     # defined (~10% of `kt browse`); kt uses none. An explicit PYDANTIC_DISABLE_PLUGINS is honoured.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 VECTOR_COLUMN = "vector"
@@ -158,3 +159,65 @@ def nearest_params(ds: Any, *, column: str = VECTOR_COLUMN, nprobes: int = DEFAU
     if k:
         refine_factor = max(1, min(refine_factor, REFINE_BUDGET // k))
     return {"nprobes": nprobes, "refine_factor": refine_factor}
+
+
+#: Processes that answer many queries (the library, ``kt serve``, ``kt mcp``, ``kt repl``, ``kt ask``)
+#: hold a collection's vectors in memory, up to this many bytes (float32), and search them exactly:
+#: one matrix-vector product over 100k 384-d rows takes ~10 ms on one core, where the IVF_SQ index
+#: with its refine step takes ~25-40 ms and exact search through Lance ~240 ms (docs/benchmarks.md §3).
+#: 512 MiB holds ~350k rows of 384 dimensions; a larger table is searched through its index.
+MEMORY_SEARCH_BUDGET = 512 * 2**20
+
+
+class FlatVectors:
+    """A collection's vectors, L2-normalised, in one float32 matrix: exact cosine search in memory.
+
+    Built from one read of a dataset version's ``chunk_id``, ``vector`` and row id columns; the
+    store drops it when the collection changes (another version), so it never answers from rows
+    that are gone.
+    """
+
+    def __init__(self, chunk_ids: list[str], row_ids: Any, matrix: Any) -> None:
+        import numpy as np  # deferred: heavy
+
+        matrix = np.array(matrix, dtype=np.float32)  # a copy: Arrow's buffers are read-only
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix /= np.where(norms > 0, norms, 1.0)
+        self.chunk_ids = chunk_ids
+        self.row_ids = np.asarray(row_ids, dtype=np.uint64)
+        self.matrix = matrix
+        self._positions: dict[str, int] | None = None
+
+    @staticmethod
+    def fits(rows: int, dimension: int) -> bool:
+        """True when ``rows`` vectors of ``dimension`` float32 values stay within `MEMORY_SEARCH_BUDGET`."""
+        return rows * dimension * 4 <= MEMORY_SEARCH_BUDGET
+
+    def positions(self) -> dict[str, int]:
+        """Chunk id → row of the matrix (built on first use: filters and vector lookups need it)."""
+        if self._positions is None:
+            self._positions = {c: i for i, c in enumerate(self.chunk_ids)}
+        return self._positions
+
+    def search(self, vector: Any, k: int, within: Sequence[str] | None = None) -> list[tuple[str, int, float]]:
+        """The ``k`` rows nearest ``vector`` by cosine (``within``: only those chunk ids), best first,
+        as (chunk id, Lance row id, cosine similarity)."""
+        import numpy as np  # deferred: heavy
+
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        query = query / norm if norm > 0 else query
+        if within is None:
+            rows = None
+            scores = self.matrix @ query
+        else:
+            pos = self.positions()
+            rows = np.fromiter(dict.fromkeys(pos[c] for c in within if c in pos), dtype=np.int64)
+            scores = self.matrix[rows] @ query if len(rows) else np.empty(0, dtype=np.float32)
+        k = min(k, len(scores))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((top, -scores[top]))]  # best first; equal scores in table order
+        picked = top if rows is None else rows[top]
+        return [(self.chunk_ids[i], int(self.row_ids[i]), float(s)) for i, s in zip(picked, scores[top])]

@@ -13,6 +13,10 @@ from typing import Any
 
 #: Set by the ``kt`` entry point: a one-shot process never converts Arrow or SQLite data to pandas.
 SKIP_PANDAS_PROBE = False
+#: Set by the ``kt`` entry point for commands that answer one query and exit; ``kt serve``, ``kt mcp``,
+#: ``kt repl`` and ``kt ask`` clear it. Only a process that is not one-shot reads a collection's vectors
+#: into memory for exact search (``stores.ann.FlatVectors``): one query does not repay the read.
+ONE_SHOT = False
 
 
 class _PandasProbeBlocker(Loader):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingError, StoreError
 from ..models import Chunk
-from .ann import list_indices, maybe_create_vector_index, nearest_params
+from . import heavy_imports
+from .ann import FlatVectors, list_indices, maybe_create_vector_index, nearest_params
 from .base import ScoredId, VectorStore
 from .heavy_imports import import_lance
 
@@ -165,8 +166,11 @@ class LanceVectorStore(VectorStore):
         self._rows: dict[str, tuple[Any, dict[str, int]]] = {}
         # collection -> (dataset handle, its full-text columns, nearest-query params by k)
         self._indexes: dict[str, tuple[Any, set[str], dict[int, dict[str, Any]]]] = {}
+        # collection -> (dataset handle, its vectors in memory or None when they do not fit)
+        self._flats: dict[str, tuple[Any, FlatVectors | None]] = {}
         # a hybrid search reads from two threads: one handle per collection, one memo
         self._lock = threading.Lock()
+        self._flat_lock = threading.Lock()  # one read of the vectors at a time, outside the memo lock
 
     # plumbing ----------------------------------------------------------------------------
     def _is_local(self) -> bool:
@@ -217,19 +221,42 @@ class LanceVectorStore(VectorStore):
         self._datasets.pop(collection, None)
         self._rows.pop(collection, None)
         self._indexes.pop(collection, None)
+        self._flats.pop(collection, None)
 
-    def _remember_rows(self, collection: str, ds: Any, table: Any) -> None:
-        """Note the row id of every chunk a search returned (``with_row_id``), valid for this dataset
-        handle only: a write, or another process's commit, gives the collection a new handle."""
-        if "_rowid" not in table.column_names:
-            return
-        pairs = zip(table.column("chunk_id").to_pylist(), table.column("_rowid").to_pylist())
+    def _remember_rows(self, collection: str, ds: Any, pairs: Iterator[tuple[str, int]]) -> None:
+        """Note the row id of every chunk a search returned, valid for this dataset handle only: a
+        write, or another process's commit, gives the collection a new handle."""
         with self._lock:
             memo = self._rows.get(collection)
             if memo is None or memo[0] is not ds or len(memo[1]) > ROW_MEMO_SIZE:
                 memo = (ds, {})
                 self._rows[collection] = memo
             memo[1].update(pairs)
+
+    def _flat(self, collection: str, ds: Any) -> FlatVectors | None:
+        """The vectors of this dataset handle in memory, read on the first vector search of a process
+        that is not one-shot (`heavy_imports.ONE_SHOT`) when they fit `ann.MEMORY_SEARCH_BUDGET`;
+        None otherwise (search through Lance)."""
+        if heavy_imports.ONE_SHOT:
+            return None
+        with self._flat_lock:
+            known = self._flats.get(collection)
+            if known is not None and known[0] is ds:
+                return known[1]
+            flat = None
+            if FlatVectors.fits(ds.count_rows(), ds.schema.field("vector").type.list_size):
+                table = ds.to_table(columns=["chunk_id", "vector"], with_row_id=True)
+                dim = table.schema.field("vector").type.list_size
+                matrix = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+                flat = FlatVectors(table.column("chunk_id").to_pylist(), table.column("_rowid").to_numpy(),
+                                   matrix.reshape(-1, dim))
+            self._flats[collection] = (ds, flat)
+            return flat
+
+    def holds_vectors(self, collection: str) -> bool:
+        """True when the collection's vectors at its latest version are searched in memory."""
+        known = self._flats.get(collection)
+        return known is not None and known[1] is not None and known[0] is self._dataset(collection)
 
     def _search_indexes(self, collection: str, ds: Any) -> tuple[set[str], dict[int, dict[str, Any]]]:
         """The handle's full-text columns and ANN query params, listed once per handle. Listing goes
@@ -326,9 +353,7 @@ class LanceVectorStore(VectorStore):
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot write vector table {collection!r}: {exc}") from exc
         finally:
-            self._datasets.pop(collection, None)
-            self._rows.pop(collection, None)
-            self._indexes.pop(collection, None)
+            self.forget(collection)
 
     def _write(self, collection: str, data: Any) -> None:
         """One commit: create the table with ``data``, append to an empty one, or merge-insert by id."""
@@ -382,9 +407,7 @@ class LanceVectorStore(VectorStore):
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot index vector table {collection!r}: {exc}") from exc
         finally:
-            self._datasets.pop(collection, None)
-            self._rows.pop(collection, None)
-            self._indexes.pop(collection, None)
+            self.forget(collection)
 
     def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
         ds = self._dataset(collection) if chunk_ids else None
@@ -397,9 +420,7 @@ class LanceVectorStore(VectorStore):
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"cannot delete from vector table {collection!r}: {exc}") from exc
         finally:
-            self._datasets.pop(collection, None)
-            self._rows.pop(collection, None)
-            self._indexes.pop(collection, None)
+            self.forget(collection)
 
     def drop(self, collection: str) -> None:
         try:
@@ -412,9 +433,7 @@ class LanceVectorStore(VectorStore):
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot drop vector table {collection!r}: {exc}") from exc
         finally:
-            self._datasets.pop(collection, None)
-            self._rows.pop(collection, None)
-            self._indexes.pop(collection, None)
+            self.forget(collection)
 
     # reads --------------------------------------------------------------------------------
     def count(self, collection: str) -> int:
@@ -481,6 +500,11 @@ class LanceVectorStore(VectorStore):
                 f"query vector has {len(vector)} dimensions, collection {collection!r} has {dimension}",
                 hint="query with the embedder the collection was ingested with",
             )
+        flat = self._flat(collection, ds)
+        if flat is not None:
+            hits = flat.search(vector, k, within)
+            self._remember_rows(collection, ds, ((i, r) for i, r, _ in hits))
+            return [ScoredId(i, s) for i, _, s in hits]
         kwargs: dict[str, Any] = {}
         if within is not None:
             kwargs.update(filter=id_filter(within), prefilter=True)
@@ -491,7 +515,7 @@ class LanceVectorStore(VectorStore):
             with_row_id=True,
             **kwargs,
         )
-        self._remember_rows(collection, ds, table)
+        self._remember_rows(collection, ds, _row_pairs(table))
         ids = table.column("chunk_id").to_pylist()
         distances = table.column("_distance").to_pylist()
         return [ScoredId(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
@@ -521,7 +545,7 @@ class LanceVectorStore(VectorStore):
             )
         except (ValueError, OSError, RuntimeError) as exc:
             raise StoreError(f"keyword search failed for {query!r}: {exc}", hint="simplify the query") from exc
-        self._remember_rows(collection, ds, table)
+        self._remember_rows(collection, ds, _row_pairs(table))
         return [ScoredId(i, float(s)) for i, s in zip(table.column("chunk_id").to_pylist(),
                                                         table.column("_score").to_pylist())]
 
@@ -548,7 +572,7 @@ class LanceVectorStore(VectorStore):
                                 with_row_id=True, **kwargs)
         except (ValueError, OSError, RuntimeError) as exc:
             raise StoreError(f"keyword search failed for {' '.join(terms)!r}: {exc}", hint="simplify the query") from exc
-        self._remember_rows(collection, ds, table)
+        self._remember_rows(collection, ds, _row_pairs(table))
         return [ScoredId(i, float(s)) for i, s in zip(table.column("chunk_id").to_pylist(),
                                                         table.column("_score").to_pylist())]
 
@@ -570,6 +594,12 @@ class LanceVectorStore(VectorStore):
             where += " AND (doc_id IS NULL OR doc_id = '')"
         rows = ds.to_table(columns=META_COLUMNS + ["text"], filter=where).to_pylist()
         return sorted((_chunk(r) for r in rows), key=lambda c: (c.chunk_index, c.chunk_id))
+
+
+def _row_pairs(table: Any) -> Iterator[tuple[str, int]]:
+    """(chunk id, Lance row id) of a search result read ``with_row_id`` (nothing without the column)."""
+    if "_rowid" in table.column_names:
+        yield from zip(table.column("chunk_id").to_pylist(), table.column("_rowid").to_pylist())
 
 
 def lance_dataset(store: VectorStore, collection: str) -> Any:
