@@ -34,3 +34,29 @@ def test_a_snapshot_pins_every_node_with_its_count_and_description() -> None:
              Node(path="B", name="B", chunk_count=5, description="About b.")]
     assert golden_trees.render(nodes, "# head") == (
         "# head\nB (5) — About b.\nA (3) — About a.\n  y (2) — About y.\n  x (1) — About x.\n")
+
+
+@pytest.mark.parametrize("name", sorted(golden_trees.SNAPSHOTS))
+def test_no_description_lists_a_name_already_said_as_an_example_title(name: str) -> None:
+    """"Includes …" names documents the node's own and its children's names do not already say."""
+    import re
+
+    lines = (golden_trees.GOLDEN / name).read_text(encoding="utf-8").splitlines()[1:]
+    parsed = [(len(line) - len(line.lstrip()), re.match(r"\s*(.*?) \(\d+\) — (.*)", line)) for line in lines]
+    checked = 0
+    for i, (depth, match) in enumerate(parsed):
+        assert match, lines[i]
+        kids = []
+        for d, m in parsed[i + 1:]:
+            if d <= depth:
+                break
+            if d == depth + 2:
+                kids.append(m.group(1))
+        titles = re.search(r"Includes (.*?)\.(?: For example:|$)", match.group(2))
+        if not titles:
+            continue
+        for said in [match.group(1), *kids]:
+            # titles hold " and " themselves: an item is one that a comma or the list's end follows
+            assert not re.search(rf"(^|, | and ){re.escape(said)}(, |$)", titles.group(1)), (said, lines[i])
+        checked += 1
+    assert checked

@@ -328,7 +328,9 @@ class Namer:
             names = [c.name for c in node.children[: p.description_children]]
             rest = len(node.children) - len(names)
             sentences.append(f"Covers {_and(names + ([f'{rest} more'] if rest else []))}.")
-        titles = self._example_titles(node, p.description_titles * more)
+        # a title already said as the node's or a child's name would repeat it
+        said_names = {n.casefold() for n in [node.name, *(c.name for c in node.children)]}
+        titles = self._example_titles(node, p.description_titles * more, skip=said_names)
         if titles:
             sentences.append(f"Includes {_and(titles)}.")
         typical = self._typical_passages(node, p.description_passages * more)
@@ -420,8 +422,9 @@ class Namer:
                 break
         return out
 
-    def _example_titles(self, node: Node, count: int) -> list[str]:
-        """Document titles (else file names) of the node's most typical chunks: those nearest its centre."""
+    def _example_titles(self, node: Node, count: int, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
+        """Document titles (else file names) of the node's most typical chunks: those nearest its
+        centre; titles in ``skip`` (case-folded) are passed over."""
         p = self.params
         sub = self.x[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
@@ -435,7 +438,8 @@ class Namer:
             else:
                 continue
             titled[title] = titled.get(title, 0.0) + max(float(score), 0.0)
-        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][:count]
+        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t))
+               if titled[t] > 0 and t.casefold() not in skip][:count]
         return [t if len(t) <= p.max_title_chars else t[: p.max_title_chars - 1].rstrip() + "…" for t in top]
 
 
