@@ -115,6 +115,9 @@ class InputBatch:
     junk_dropped: int = 0
     #: paths given that do not exist (no --skip-invalid can help with those)
     missing: list[str] = field(default_factory=list)
+    #: documents that parse but hold only markup or headings (a toctree page, an include stub):
+    #: nothing to index, and nothing wrong with them
+    no_text: list[str] = field(default_factory=list)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -423,7 +426,7 @@ def _read_document(
         if document.format == "pdf":
             batch.problems.append(f"{label}: no extractable text (a scanned PDF?) — run OCR on it or ingest a text version")
         else:
-            batch.problems.append(f"{label}: no text to index, only markup or headings — add content or remove the file")
+            batch.no_text.append(label)
         return
     for piece in result.chunks:
         metadata: dict[str, Any] = {"section": piece.section, f"{piece.unit}s": [piece.start, piece.end],
@@ -535,7 +538,12 @@ def _chunk_from_object(obj: Any, where: str, file_name: str, batch: InputBatch) 
 
 
 def require_valid(batch: InputBatch, skip_invalid: bool) -> None:
-    """Raise ``InputError`` naming the first problem unless ``skip_invalid``."""
+    """Raise ``InputError`` naming the first problem unless ``skip_invalid`` (or when the inputs
+    hold documents but not one line of text among them)."""
+    if batch.no_text and not batch.chunks and not batch.problems:
+        more = f" (+{len(batch.no_text) - 1} more)" if len(batch.no_text) > 1 else ""
+        raise InputError(f"{batch.no_text[0]}: no text to index, only markup or headings{more}",
+                         hint="nothing was changed; point at documents with text of their own")
     if batch.problems and not skip_invalid:
         more = f" (+{len(batch.problems) - 1} more)" if len(batch.problems) > 1 else ""
         if batch.missing:  # skipping cannot make a mistyped path appear

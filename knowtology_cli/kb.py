@@ -385,6 +385,7 @@ class KnowledgeBase:
             embedder=info.embedder,
             seconds=round(time.perf_counter() - started, 3),
             sources=sorted(batch.sources),
+            no_text=batch.no_text,
         )
 
     def _moved_only(

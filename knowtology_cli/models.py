@@ -181,6 +181,7 @@ class IngestReport(Record):
     embedder: str = ""
     seconds: float = 0.0
     sources: list[str] = Field(default_factory=list)  # the sources this run read
+    no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings: nothing indexed
 
 
 class SourceSummary(Record):

@@ -133,3 +133,33 @@ def test_shifted_lines_update_provenance_without_embedding_or_remapping(corpus: 
     assert stored["docs/refunds.md#0"].metadata["parser"] == "markdown/99"
     assert stored["docs/cold-chain.pdf#0"].metadata["parser"] == "pdf/1"
     kb.close()
+
+
+def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path) -> None:
+    """A Sphinx tree's toctree-only index page and include stubs hold no text of their own: the folder
+    still ingests, the report names them, and --prune drops the chunks of a page that became one."""
+    store = tmp_path / "store"
+    (corpus / "index.rst").write_text("Handbook\n========\n\n.. toctree::\n   :maxdepth: 2\n\n   refunds\n   wiki/picking\n")
+    (corpus / "changes.rst").write_text(".. include:: ../CHANGES.rst\n")
+    done = kt("ingest", str(corpus), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["no_text"] == ["docs/changes.rst", "docs/index.rst"]
+    assert report["skipped"] == 0 and report["added"] > 0
+    human = kt("ingest", str(corpus), store=store)
+    assert "2 document(s) with only markup or headings, nothing to index: docs/changes.rst, docs/index.rst" in human.stdout
+
+    # a page whose text is replaced by an include: its old chunks go with --prune, as a shrunk page's do
+    (corpus / "refunds.md").write_text("---\ntitle: Refunds\n---\n\n# Refunds\n")
+    pruned = json.loads(kt("ingest", str(corpus), "--prune", "--json", store=store).stdout)
+    assert "docs/refunds.md" in pruned["no_text"] and pruned["deleted"] >= 1
+    ids = json.loads(kt("grep", "Refunds", "--json", store=store).stdout)
+    assert not any(h["chunk_id"].startswith("docs/refunds.md") for h in ids["hits"])
+
+    # nothing but markup anywhere: nothing to index is an error, and the store is unchanged
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "index.rst").write_text("Title\n=====\n\n.. toctree::\n\n   a\n")
+    refused = kt("ingest", str(only), "--json", store=tmp_path / "other")
+    assert refused.returncode == 1
+    assert "only/index.rst: no text to index, only markup or headings" in refused.stderr

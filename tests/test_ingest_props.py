@@ -11,10 +11,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from knowtology_cli.ingest import MAX_ID_CHARS, MAX_TEXT_CHARS, read_inputs
+from knowtology_cli.errors import InputError
+from knowtology_cli.ingest import MAX_ID_CHARS, MAX_TEXT_CHARS, read_inputs, require_valid
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 LOCATION = re.compile(r"^(?P<file>[^:]+)(?::(?P<line>\d+))?: .+ — .+$")
@@ -69,7 +71,10 @@ def test_any_jsonl_is_read_without_crashing_and_every_line_is_accounted_for(tmp_
 def test_arbitrary_bytes_never_crash(tmp_path: Path, data: bytes) -> None:
     for name in ("in.jsonl", "in.md", "in.txt"):
         batch = read_inputs([_write(tmp_path, name, data)])
-        assert batch.chunks or batch.problems
+        assert batch.chunks or batch.problems or batch.no_text
+        if not batch.chunks and not batch.problems:  # markup only: nothing to index is still an error
+            with pytest.raises(InputError, match="no text to index"):
+                require_valid(batch, skip_invalid=True)
         for problem in batch.problems:
             assert LOCATION.match(problem), problem
 

@@ -116,6 +116,10 @@ def ingest(
     if report.junk_merged or report.junk_dropped:
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
+    if report.no_text:
+        shown = ", ".join(report.no_text[:5]) + (f" (+{len(report.no_text) - 5} more)" if len(report.no_text) > 5 else "")
+        out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: {shown}",
+                  markup=False)
     if report.skipped:
         out.print(f"skipped {report.skipped} invalid input(s):")
         for problem in report.problems:
