@@ -337,6 +337,14 @@ def test_vectors_held_in_memory_rank_as_lance_does(tmp_path: Path, monkeypatch: 
     assert _same_ranking(_ranked(store, queries[1], 10), lance_side[1])
     assert store._flats[COLLECTION][1] is None
 
+    # one budget for all collections: a second table that fits alone but not beside the first is not held
+    monkeypatch.setattr(ann, "MEMORY_SEARCH_BUDGET", 300 * DIM * 4)
+    store.forget(COLLECTION)
+    store.upsert("other", _chunks(0, 150), _vectors(150, seed=4))
+    store.vector_search(COLLECTION, queries[0], 3)
+    store.vector_search("other", queries[0], 3)
+    assert store.holds_vectors(COLLECTION) and not store.holds_vectors("other")
+
 
 def test_one_shot_commands_never_read_all_vectors(docs_dir: Path, tmp_path: Path) -> None:
     """`kt search` answers one query: it searches through Lance; `kt repl` keeps the vectors."""

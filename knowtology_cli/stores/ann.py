@@ -189,9 +189,10 @@ class FlatVectors:
         self._positions: dict[str, int] | None = None
 
     @staticmethod
-    def fits(rows: int, dimension: int) -> bool:
-        """True when ``rows`` vectors of ``dimension`` float32 values stay within `MEMORY_SEARCH_BUDGET`."""
-        return rows * dimension * 4 <= MEMORY_SEARCH_BUDGET
+    def fits(rows: int, dimension: int, held: int = 0) -> bool:
+        """True when ``rows`` vectors of ``dimension`` float32 values, beside ``held`` bytes already
+        in memory, stay within `MEMORY_SEARCH_BUDGET` (one budget for every collection of a store)."""
+        return held + rows * dimension * 4 <= MEMORY_SEARCH_BUDGET
 
     def positions(self) -> dict[str, int]:
         """Chunk id → row of the matrix (built on first use: filters and vector lookups need it)."""

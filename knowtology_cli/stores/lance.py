@@ -235,8 +235,8 @@ class LanceVectorStore(VectorStore):
 
     def _flat(self, collection: str, ds: Any) -> FlatVectors | None:
         """The vectors of this dataset handle in memory, read on the first vector search of a process
-        that is not one-shot (`heavy_imports.ONE_SHOT`) when they fit `ann.MEMORY_SEARCH_BUDGET`;
-        None otherwise (search through Lance)."""
+        that is not one-shot (`heavy_imports.ONE_SHOT`) when they fit `ann.MEMORY_SEARCH_BUDGET`
+        beside the other collections' vectors already held; None otherwise (search through Lance)."""
         if heavy_imports.ONE_SHOT:
             return None
         with self._flat_lock:
@@ -244,7 +244,8 @@ class LanceVectorStore(VectorStore):
             if known is not None and known[0] is ds:
                 return known[1]
             flat = None
-            if FlatVectors.fits(ds.count_rows(), ds.schema.field("vector").type.list_size):
+            held = sum(f.matrix.nbytes for c, (_, f) in self._flats.items() if f is not None and c != collection)
+            if FlatVectors.fits(ds.count_rows(), ds.schema.field("vector").type.list_size, held):
                 table = ds.to_table(columns=["chunk_id", "vector"], with_row_id=True)
                 dim = table.schema.field("vector").type.list_size
                 matrix = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
