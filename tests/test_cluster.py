@@ -578,3 +578,17 @@ def test_an_unavailable_embedder_leaves_the_full_descriptions(corpus) -> None:
 
     reply = build_cluster_tree(items, vectors, embed_names=down)
     assert [(c.path, c.description) for c in reply.categories] == [(c.path, c.description) for c in plain.categories]
+
+
+def test_a_bigram_only_across_a_title_trail_counts_but_never_names() -> None:
+    """"Commands and Groups › Multi Command Chaining" joins "Groups" and "Multi" only through the
+    trail's separator: that pair stays a clustering feature but is no name; "multi command" is one."""
+    from knowtology_cli.builders.terms import build_term_index, stem
+
+    titles = ["Commands and Groups › Multi Command Chaining"] * 4 + ["Options › Option Names"] * 4
+    texts = [f"Chained multi command number {i} runs after the group callback." for i in range(8)]
+    index = build_term_index(texts, titles)
+    key = {t: j for j, t in enumerate(index.terms)}
+    across, within = f"{stem('groups')} {stem('multi')}", f"{stem('multi')} {stem('command')}"
+    assert across in key and within in key  # both are features
+    assert index.nameability[key[across]] == 0.0 and index.nameability[key[within]] > 0.0

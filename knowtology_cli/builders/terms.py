@@ -82,6 +82,7 @@ _TOKEN = re.compile(
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
+_TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z0-9]{1,8})+$")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
@@ -137,6 +138,9 @@ class _Stats:
     words: int = 0  # word tokens seen
     capital_words: int = 0  # of which written with a capital initial
     surface: dict[str, str] = field(default_factory=dict)  # each unigram's most frequent surface
+    # bigrams written as two adjacent words somewhere, not only across a title trail's "›"
+    # ("Commands and Groups › Multi Command" also counts "group multi", a feature but no name)
+    adjacent: set[str] = field(default_factory=set)
 
     def displays(self, keep: set[str]) -> dict[str, str]:
         """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere); a
@@ -148,6 +152,12 @@ class _Stats:
                 if key in keep and (written, rank, count, surface) > best.get(key, (False, -1, 0, "")):
                     best[key] = (written, rank, count, surface)
         return {key: surface for key, (_, _, _, surface) in best.items()}
+
+
+def _bigrams(text: str) -> set[str]:
+    """The keys of the bigrams of ``text`` (two adjacent content words within a phrase)."""
+    return {f"{a.key} {b.key}" for sentence in _SENTENCE_END.split(text) for tokens in phrases(sentence)
+            for a, b in zip(tokens, tokens[1:]) if a.key and b.key}
 
 
 def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
@@ -267,6 +277,8 @@ def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titl
         return value
 
     words = term.split()
+    if len(words) > 1 and term not in stats.adjacent:
+        return 0.0  # only ever the last word of one title segment and the first of the next
     # A bigram is a name when its head (the last word) is a noun: "seed tray", not "gardener planted".
     value = noun_like(words[-1])
     # Titles are names people wrote: where chunks have them, a word no title uses rarely names a topic.
@@ -301,6 +313,9 @@ def build_term_index(
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
         body = _terms(clean_markdown(text) if text else "", stats, in_title=False)
         head = _terms(clean_markdown(title) if title else "", stats, in_title=True)
+        stats.adjacent.update(k for k in body if " " in k)
+        for segment in _TRAIL_MARK.split(clean_markdown(title)) if title else ():
+            stats.adjacent |= _bigrams(segment)
         for segment in heading_segments(title or "", source, params):
             key = phrase_key(segment, params)
             if key:
