@@ -191,6 +191,32 @@ def test_markdown_front_matter_fences_and_tables() -> None:
     assert table_snippet.startswith("Product; Window; Dairy; 48 h")
 
 
+def test_markdown_heading_attribute_lists_are_not_heading_text() -> None:
+    """Pandoc / kramdown / Python-Markdown attr_list ids and classes after a heading (seen on
+    Python-Markdown's own docs) are markup: not in section titles or the heading's text."""
+    text = ("# API {: #api }\n\nIntro.\n\n## Phases of processing {: #stages }\n\nStages.\n\n"
+            "### A hash style header ### {: #hash }\n\nHashes.\n\n"
+            "## `markdown()` { #markdown data-toc-label='markdown.markdown' }\n\nCall it.\n\n"
+            "## Sets like {a, b}\n\nA literal brace stays.\n")
+    doc = parse(text, name="api.md")
+    assert [s.titles[-1] for s in doc.sections] == [
+        "API", "Phases of processing", "A hash style header", "markdown()", "Sets like {a, b}"]
+    headings = [b.text for _, b in blocks(doc) if b.kind == "heading"]
+    assert headings[:3] == ["# API", "## Phases of processing", "### A hash style header"]
+    assert headings[-1] == "## Sets like {a, b}" and not any("{:" in h or "#stages" in h for h in headings)
+
+
+def test_markdown_multimarkdown_meta_data_is_the_title_not_text() -> None:
+    """MkDocs / Python-Markdown meta-data (unfenced ``key: value`` lines opening the file) names the
+    document; a first paragraph that merely starts ``Note:`` stays prose."""
+    doc = parse("title:   Extensions API\nauthors: Ann\n    Bob\n\n# Writing Extensions\n\nBody.\n", name="api.md")
+    assert doc.title == "Extensions API"
+    found = blocks(doc)
+    assert [b.text for _, b in found] == ["# Writing Extensions", "Body."] and found[0][1].start == 5
+    prose = parse("Note: back up first.\nThen upgrade.\n\nMore.\n", name="n.md")
+    assert prose.title == "" and blocks(prose)[0][1].text == "Note: back up first.\nThen upgrade."
+
+
 # -- HTML -----------------------------------------------------------------------------------
 
 HTML = """\

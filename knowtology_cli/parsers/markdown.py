@@ -34,8 +34,16 @@ def _inline_markdown() -> Any:
     return MarkdownIt("commonmark")
 
 
+# A heading's trailing attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it
+# (``## Setup {#setup .note}``, ``## Setup {: #setup }``): ids, classes and key=value pairs only, so
+# a heading that ends in a literal ``{a, b}`` keeps it. The closing hashes before it go too.
+_HEADING_ATTRS = re.compile(
+    r"""(?:\s+#+)?\s*\{:?(?:\s*(?:[#.][\w:.-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+\s*\}\s*$""")
+
+
 def heading_text(source: str) -> str:
-    """Plain text of a heading's inline Markdown."""
+    """Plain text of a heading's inline Markdown (without a trailing ``{#id .class}`` attribute list)."""
+    source = _HEADING_ATTRS.sub("", source)
     tokens = _inline_markdown().parseInline(source)
     return inline_text(tokens[0]) if tokens else source.strip()
 
@@ -55,22 +63,44 @@ def inline_text(token: Any) -> str:
     return re.sub(r"\s+", " ", "".join(parts)).strip()
 
 
+_META_LINE = re.compile(r"^([A-Za-z][\w-]*):(?:\s+(.*?))?\s*$")
+
+
+def _meta_data(lines: list[str]) -> tuple[str, int]:
+    """The title and line count of MultiMarkdown-style meta-data (as MkDocs and Python-Markdown's
+    ``meta`` extension read it: unfenced ``key: value`` lines, indented continuations, up to the first
+    blank line), when the file opens with such a block holding a ``title``; else ``("", 0)``. Narrower
+    than those readers on purpose: a first paragraph such as ``Note: ...`` is prose, not meta-data."""
+    title, count = "", 0
+    for line in lines:
+        if not line.strip():
+            break
+        match = _META_LINE.match(line)
+        if match is None and not (count and line[:1] in " \t"):
+            return "", 0
+        if match is not None and match.group(1).lower() == "title":
+            title = (match.group(2) or "").strip("'\" ")
+        count += 1
+    return (title, count) if title else ("", 0)
+
+
 def parse_markdown(text: str, *, name: str = "") -> Document:
     """Sections of a Markdown document.
 
     Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
     chunk of Markdown is still Markdown (fenced code whole, tables as written) and its line range is
     exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. Front matter,
-    thematic breaks, link reference definitions and HTML comments carry no prose and are left out.
+    thematic breaks, link reference definitions and HTML comments carry no prose and are left out;
+    so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`).
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    tokens = _markdown().parse("\n".join(lines))
+    title, meta_lines = _meta_data(lines)
+    tokens = _markdown().parse("\n".join([""] * meta_lines + lines[meta_lines:]))
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     titles: tuple[str, ...] = ()
     blocks: list[Block] = []
-    title = ""
-    dropped = 0
+    dropped = 1 if meta_lines else 0
 
     def close() -> None:
         if blocks:
@@ -104,6 +134,7 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
             if heading:
                 stack.append((level, heading))
             titles = tuple(t for _, t in stack)
+            source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
         blocks.append(Block(source, first + 1, max(first + 1, last), kind))
     close()
     return Document(format="markdown", unit="line", sections=tuple(sections), title=title,
