@@ -20,6 +20,7 @@ from knowtology_cli.builders.cluster import (
 from knowtology_cli.builders.naming import Namer, Node
 from knowtology_cli.builders.params import DEFAULT_PARAMS, TreeParams
 from knowtology_cli.builders.terms import (
+    PHRASE,
     build_term_index,
     corpus_wide_terms,
     join_names,
@@ -592,3 +593,16 @@ def test_a_bigram_only_across_a_title_trail_counts_but_never_names() -> None:
     across, within = f"{stem('groups')} {stem('multi')}", f"{stem('multi')} {stem('command')}"
     assert across in key and within in key  # both are features
     assert index.nameability[key[across]] == 0.0 and index.nameability[key[within]] > 0.0
+
+
+def test_a_heading_shared_by_numbered_versions_is_shown_without_the_number() -> None:
+    """Headings that differ only in a number ("2.6", "3.0") are one term; shown with one of the
+    numbers it would read as one document, so it is shown without it. A single numbered heading keeps it."""
+    from knowtology_cli.builders.terms import build_term_index
+
+    titles = (["Acme 2.6 Release Notes"] * 3 + ["Acme 3.0 Release Notes"] * 3
+              + ["Guide for Windows 11"] * 3)
+    index = build_term_index([f"Notes on change number {i} of the tool." for i in range(9)], titles)
+    shown = {d for t, d in zip(index.terms, index.display, strict=True) if t.startswith(PHRASE)}
+    assert "Acme Release Notes" in shown and "Guide for Windows 11" in shown
+    assert not any(d.startswith(("Acme 2.6", "Acme 3.0")) for d in shown)

@@ -82,7 +82,8 @@ _TOKEN = re.compile(
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
-_TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
+_TRAIL_MARK = re.compile(r"[›»]")
+_NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z0-9]{1,8})+$")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
@@ -151,7 +152,18 @@ class _Stats:
                 written = not key.startswith(PHRASE) or surface != surface.lower()
                 if key in keep and (written, rank, count, surface) > best.get(key, (False, -1, 0, "")):
                     best[key] = (written, rank, count, surface)
-        return {key: surface for key, (_, _, _, surface) in best.items()}
+        out = {key: surface for key, (_, _, _, surface) in best.items()}
+        # A heading phrase's key leaves numbers out, so "Tool 2.6 Release Notes" and "Tool 3.0 Release
+        # Notes" are one term: shown with one of its numbers it would read as one document.
+        numbers: dict[str, set[tuple[str, ...]]] = {}
+        for key, surface in self.other:  # heading phrases are recorded there
+            if key.startswith(PHRASE) and key in out:
+                numbers.setdefault(key, set()).add(tuple(_NUMBER_WORD.findall(surface)))
+        for key, seen in numbers.items():
+            plain = " ".join(_NUMBER_WORD.sub(" ", out[key]).split())
+            if len(seen) > 1 and plain:
+                out[key] = plain
+        return out
 
 
 def _bigrams(text: str) -> set[str]:
