@@ -606,3 +606,13 @@ def test_a_heading_shared_by_numbered_versions_is_shown_without_the_number() -> 
     shown = {d for t, d in zip(index.terms, index.display, strict=True) if t.startswith(PHRASE)}
     assert "Acme Release Notes" in shown and "Guide for Windows 11" in shown
     assert not any(d.startswith(("Acme 2.6", "Acme 3.0")) for d in shown)
+
+
+def test_a_file_name_slug_is_shown_as_the_text_writes_it() -> None:
+    from knowtology_cli.builders.terms import build_term_index
+
+    texts = ["The API takes a token. Call the API twice."] * 3 + ["Other words about refunds here."] * 3
+    index = build_term_index(texts, [""] * 6, ["docs/api.md"] * 3 + ["docs/refund-policy.md"] * 3)
+    shown = dict(zip(index.terms, index.display, strict=True))
+    assert shown[PHRASE + "api"] == "API"  # not the slug "api" (which a name would show as "Api")
+    assert shown[PHRASE + "refund polici"] == "refund policy"  # the text never writes it: the slug stays

@@ -163,6 +163,10 @@ class _Stats:
             plain = " ".join(_NUMBER_WORD.sub(" ", out[key]).split())
             if len(seen) > 1 and plain:
                 out[key] = plain
+            # a file-name slug ("api") is written as the text writes the same words ("API")
+            written = out.get(key[len(PHRASE):], "")
+            if out[key] == out[key].lower() and written.lower() == out[key] and written != out[key]:
+                out[key] = written
         return out
 
 
