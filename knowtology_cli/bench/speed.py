@@ -42,7 +42,7 @@ from knowtology_cli.retrieval.presets import get_preset
 from knowtology_cli.stores import heavy_imports
 from knowtology_cli.stores.ann import VECTOR_INDEX_NAME, has_vector_index, maybe_create_vector_index
 from knowtology_cli.stores.base import CollectionInfo
-from knowtology_cli.stores.lance import lance_dataset
+from knowtology_cli.stores.lance import LanceVectorStore, lance_dataset
 from knowtology_cli.stores.routing import ForwardingVectorStore
 from knowtology_cli.testing.fake_llm import FakeLLMServer
 from knowtology_cli.tokens import count_tokens
@@ -379,7 +379,9 @@ def warm_latency(directory: Path, queries: list[str], *, ann: bool, message: Cal
     with _one_shot(False):  # a process that answers many queries, as the library, serve, mcp and repl are
         measure(kb, "", True)
         out["recall@10_vs_exact"] = recall(kb)
-    out["vector_index"] = "in memory (exact)" if kb.vectors.backend_for(COLLECTION).holds_vectors(COLLECTION) else index
+    backend = kb.vectors.backend_for(COLLECTION)
+    held = isinstance(backend, LanceVectorStore) and backend.holds_vectors(COLLECTION)
+    out["vector_index"] = "in memory (exact)" if held else index
     with _one_shot(True):  # the path of a one-shot `kt search`: Lance, with its index past the threshold
         measure(kb, "lance_", False)
         out["lance_recall@10_vs_exact"] = recall(kb)

@@ -164,9 +164,9 @@ class _Stats:
             if len(seen) > 1 and plain:
                 out[key] = plain
             # a file-name slug ("api") is written as the text writes the same words ("API")
-            written = out.get(key[len(PHRASE):], "")
-            if out[key] == out[key].lower() and written.lower() == out[key] and written != out[key]:
-                out[key] = written
+            as_text = out.get(key[len(PHRASE):], "")
+            if out[key] == out[key].lower() and as_text.lower() == out[key] and as_text != out[key]:
+                out[key] = as_text
         return out
 
 
