@@ -616,3 +616,11 @@ def test_a_file_name_slug_is_shown_as_the_text_writes_it() -> None:
     shown = dict(zip(index.terms, index.display, strict=True))
     assert shown[PHRASE + "api"] == "API"  # not the slug "api" (which a name would show as "Api")
     assert shown[PHRASE + "refund polici"] == "refund policy"  # the text never writes it: the slug stays
+
+
+def test_a_file_name_keeps_its_version_number_and_loses_its_extensions() -> None:
+    from knowtology_cli.builders.terms import heading_segments
+
+    assert heading_segments("", "docs/release-2.6.md") == ["release 2.6"]  # ".6" is no extension
+    assert heading_segments("", "docs/guide.rst.txt") == ["guide"]
+    assert heading_segments("", "notes/2024-01-05-standup.md") == ["standup"]

@@ -85,7 +85,9 @@ _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
 _TRAIL_MARK = re.compile(r"[›»]")
 _NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
-_FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z0-9]{1,8})+$")
+# the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
+# ``release-2.6.md`` keeps its version
+_FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z][A-Za-z0-9]{0,7})+$")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
 PHRASE = "§"  # key prefix of heading phrases
 
