@@ -624,3 +624,15 @@ def test_a_file_name_keeps_its_version_number_and_loses_its_extensions() -> None
     assert heading_segments("", "docs/release-2.6.md") == ["release 2.6"]  # ".6" is no extension
     assert heading_segments("", "docs/guide.rst.txt") == ["guide"]
     assert heading_segments("", "notes/2024-01-05-standup.md") == ["standup"]
+
+
+def test_a_term_found_only_in_code_blocks_is_a_feature_but_no_name() -> None:
+    """An example's placeholder (``some_text`` in every page's code sample) named a node of
+    Python-Markdown's docs; a name comes from what the prose or a heading says."""
+    from knowtology_cli.builders.terms import build_term_index
+
+    text = "Call `render_page` to render.\n\n```python\nrender_page(some_text, extensions=['toc'])\n```\n"
+    index = build_term_index([text] * 4, ["Rendering"] * 4)
+    key = {t: j for j, t in enumerate(index.terms)}
+    assert "some_text" in key and "render_page" in key  # both cluster
+    assert index.nameability[key["some_text"]] == 0.0 and index.nameability[key["render_page"]] > 0.0

@@ -146,6 +146,9 @@ class TreeParams:
     case_folded_share: float = 0.01
     #: Tokens with digits (codes, versions) name one thing, rarely a topic.
     code_nameability: float = 0.35
+    #: A term found only inside code blocks (an example's placeholder such as ``some_text``) is
+    #: a clustering feature but no name: names come from what the prose and the headings say.
+    code_only_nameability: float = 0.0
     #: Most characters in a name.
     max_name_chars: int = 60
 

@@ -211,6 +211,12 @@ def clean_markdown(text: str) -> str:
     return one_line(" ".join([*headings, *(b for _, b in blocks), *code]))
 
 
+def prose_text(text: str) -> str:
+    """`clean_markdown` without the code blocks: what the chunk says in words."""
+    headings, blocks, _ = _blocks(text)
+    return one_line(" ".join([*headings, *(b for _, b in blocks)]))
+
+
 def _content_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1]
 

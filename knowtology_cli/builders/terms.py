@@ -11,7 +11,7 @@ import numpy as np
 
 from ..textutil import stem
 from .params import DEFAULT_PARAMS, TreeParams
-from .snippets import clean_markdown
+from .snippets import clean_markdown, prose_text
 
 __all__ = [
     "PHRASE",
@@ -144,6 +144,7 @@ class _Stats:
     # bigrams written as two adjacent words somewhere, not only across a title trail's "›"
     # ("Commands and Groups › Multi Command" also counts "group multi", a feature but no name)
     adjacent: set[str] = field(default_factory=set)
+    in_prose: set[str] = field(default_factory=set)  # keys found outside code blocks (or in a title)
 
     def displays(self, keep: set[str]) -> dict[str, str]:
         """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere); a
@@ -172,10 +173,14 @@ class _Stats:
         return out
 
 
-def _bigrams(text: str) -> set[str]:
-    """The keys of the bigrams of ``text`` (two adjacent content words within a phrase)."""
-    return {f"{a.key} {b.key}" for sentence in _SENTENCE_END.split(text) for tokens in phrases(sentence)
-            for a, b in zip(tokens, tokens[1:]) if a.key and b.key}
+def _keys(text: str) -> set[str]:
+    """The keys of the words and bigrams (two adjacent content words within a phrase) of ``text``."""
+    out: set[str] = set()
+    for sentence in _SENTENCE_END.split(text):
+        for tokens in phrases(sentence):
+            out.update(t.key for t in tokens if t.key)
+            out.update(f"{a.key} {b.key}" for a, b in zip(tokens, tokens[1:]) if a.key and b.key)
+    return out
 
 
 def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
@@ -282,6 +287,8 @@ def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titl
     """How well a term stands alone as a category name: 1.0 for noun-like terms, lower for verbs and codes."""
     if term.startswith(PHRASE):
         return params.heading_bonus * (params.code_nameability if any(ch.isdigit() for ch in term) else 1.0)
+    if term not in stats.in_prose:
+        return params.code_only_nameability
     if ident:
         return params.code_nameability if any(ch.isdigit() for ch in term) else 1.0
 
@@ -333,7 +340,8 @@ def build_term_index(
         head = _terms(clean_markdown(title) if title else "", stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)
         for segment in _TRAIL_MARK.split(clean_markdown(title)) if title else ():
-            stats.adjacent |= _bigrams(segment)
+            stats.adjacent.update(k for k in _keys(segment) if " " in k)
+        stats.in_prose |= head.keys() | (_keys(prose_text(text)) if text else set())
         for segment in heading_segments(title or "", source, params):
             key = phrase_key(segment, params)
             if key:
