@@ -636,3 +636,13 @@ def test_a_term_found_only_in_code_blocks_is_a_feature_but_no_name() -> None:
     key = {t: j for j, t in enumerate(index.terms)}
     assert "some_text" in key and "render_page" in key  # both cluster
     assert index.nameability[key["some_text"]] == 0.0 and index.nameability[key["render_page"]] > 0.0
+
+
+def test_conventional_page_names_are_no_heading_phrases() -> None:
+    """index.rst, README.md, an "Overview" section: names every manual has say nothing of a topic."""
+    from knowtology_cli.builders.terms import heading_segments
+
+    assert heading_segments("Welcome to Click", "docs/index.rst") == ["Welcome to Click"]
+    assert heading_segments("Setup › Overview", "guide/README.md") == ["Setup"]
+    assert heading_segments("Refunds › Partial refunds", "policies/refunds.md") == [
+        "Refunds", "Partial refunds", "refunds"]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..textutil import stem
 from .params import DEFAULT_PARAMS, TreeParams
-from .snippets import clean_markdown, prose_text
+from .snippets import GENERIC_TITLES, clean_markdown, prose_text
 
 __all__ = [
     "PHRASE",
@@ -227,7 +227,9 @@ def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAM
     out = []
     for raw in segments:
         segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—")
-        if segment and len(segment) <= params.max_phrase_chars and segment not in out:
+        # "index", "README", "Overview": a conventional page or section name says nothing of the topic
+        if (segment and len(segment) <= params.max_phrase_chars and segment not in out
+                and segment.lower() not in GENERIC_TITLES):
             out.append(segment)
     return out
 
