@@ -7,7 +7,7 @@ import unicodedata
 
 from .params import SNIPPET_PARAMS
 
-__all__ = ["GENERIC_TITLES", "clean_markdown", "make_snippet", "one_line"]
+__all__ = ["GENERIC_TITLES", "clean_markdown", "clean_parts", "make_snippet", "one_line"]
 
 ELLIPSIS = "…"
 _EMPTY = "(no readable text)"
@@ -207,14 +207,15 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
 
 def clean_markdown(text: str) -> str:
     """Plain text of a Markdown chunk (headings, prose and code), one line, syntax removed."""
+    return clean_parts(text)[0]
+
+
+def clean_parts(text: str) -> tuple[str, str]:
+    """`clean_markdown` of ``text`` and the same without its code blocks (what the chunk says in
+    words), from one pass over the Markdown."""
     headings, blocks, code = _blocks(text)
-    return one_line(" ".join([*headings, *(b for _, b in blocks), *code]))
-
-
-def prose_text(text: str) -> str:
-    """`clean_markdown` without the code blocks: what the chunk says in words."""
-    headings, blocks, _ = _blocks(text)
-    return one_line(" ".join([*headings, *(b for _, b in blocks)]))
+    words = [*headings, *(b for _, b in blocks)]
+    return one_line(" ".join([*words, *code])), one_line(" ".join(words))
 
 
 def _content_words(text: str) -> list[str]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..textutil import stem
 from .params import DEFAULT_PARAMS, TreeParams
-from .snippets import GENERIC_TITLES, clean_markdown, prose_text
+from .snippets import GENERIC_TITLES, clean_markdown, clean_parts
 
 __all__ = [
     "PHRASE",
@@ -82,8 +82,8 @@ _TOKEN = re.compile(
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
-_TRAIL_MARK = re.compile(r"[›»]")
-_NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key  # the separators a title trail (``Doc › Section``) is joined with
+_TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
+_NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
@@ -338,12 +338,14 @@ def build_term_index(
     rows: list[tuple[Counter[str], Counter[str]]] = []
     df: Counter[str] = Counter()
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
-        body = _terms(clean_markdown(text) if text else "", stats, in_title=False)
-        head = _terms(clean_markdown(title) if title else "", stats, in_title=True)
+        plain, prose = clean_parts(text) if text else ("", "")
+        plain_title = clean_markdown(title) if title else ""
+        body = _terms(plain, stats, in_title=False)
+        head = _terms(plain_title, stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)
-        for segment in _TRAIL_MARK.split(clean_markdown(title)) if title else ():
+        for segment in _TRAIL_MARK.split(plain_title) if plain_title else ():
             stats.adjacent.update(k for k in _keys(segment) if " " in k)
-        stats.in_prose |= head.keys() | (_keys(prose_text(text)) if text else set())
+        stats.in_prose |= head.keys() | _keys(prose)
         for segment in heading_segments(title or "", source, params):
             key = phrase_key(segment, params)
             if key:
