@@ -247,10 +247,8 @@ class LanceVectorStore(VectorStore):
             held = sum(f.matrix.nbytes for c, (_, f) in self._flats.items() if f is not None and c != collection)
             if FlatVectors.fits(ds.count_rows(), ds.schema.field("vector").type.list_size, held):
                 table = ds.to_table(columns=["chunk_id", "vector"], with_row_id=True)
-                dim = table.schema.field("vector").type.list_size
-                matrix = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
                 flat = FlatVectors(table.column("chunk_id").to_pylist(), table.column("_rowid").to_numpy(),
-                                   matrix.reshape(-1, dim))
+                                   _vector_matrix(table))
             self._flats[collection] = (ds, flat)
             return flat
 
@@ -469,10 +467,7 @@ class LanceVectorStore(VectorStore):
         columns = META_COLUMNS + ["text"] + (["vector"] if with_vectors else [])
         for batch in ds.to_batches(columns=columns, batch_size=batch_size):
             rows = batch.to_pylist()
-            vectors = None
-            if with_vectors:
-                dim = batch.schema.field("vector").type.list_size
-                vectors = batch.column("vector").values.to_numpy(zero_copy_only=False).reshape(-1, dim)
+            vectors = _vector_matrix(batch) if with_vectors else None
             yield [_chunk(r) for r in rows], vectors
 
     def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -481,9 +476,7 @@ class LanceVectorStore(VectorStore):
             return {}
         out: dict[str, np.ndarray] = {}
         for table in self._take_or_scan(collection, ds, chunk_ids, ["chunk_id", "vector"]):
-            dim = table.schema.field("vector").type.list_size
-            matrix = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False).reshape(-1, dim)
-            for chunk_id, row in zip(table.column("chunk_id").to_pylist(), matrix):
+            for chunk_id, row in zip(table.column("chunk_id").to_pylist(), _vector_matrix(table)):
                 out[chunk_id] = row
         return out
 
@@ -595,6 +588,14 @@ class LanceVectorStore(VectorStore):
             where += " AND (doc_id IS NULL OR doc_id = '')"
         rows = ds.to_table(columns=META_COLUMNS + ["text"], filter=where).to_pylist()
         return sorted((_chunk(r) for r in rows), key=lambda c: (c.chunk_index, c.chunk_id))
+
+
+def _vector_matrix(table: Any) -> np.ndarray:
+    """The ``vector`` column of an Arrow table or record batch as a rows x dimension array."""
+    dim = table.schema.field("vector").type.list_size
+    column = table.column("vector")
+    values = (column.combine_chunks() if hasattr(column, "combine_chunks") else column).values
+    return values.to_numpy(zero_copy_only=False).reshape(-1, dim)
 
 
 def _row_pairs(table: Any) -> Iterator[tuple[str, int]]:
