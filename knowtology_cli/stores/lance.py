@@ -464,10 +464,12 @@ class LanceVectorStore(VectorStore):
         ds = self._dataset(collection)
         if ds is None:
             return
+        import pyarrow as pa  # deferred: heavy
+
         columns = META_COLUMNS + ["text"] + (["vector"] if with_vectors else [])
         for batch in ds.to_batches(columns=columns, batch_size=batch_size):
             rows = batch.to_pylist()
-            vectors = _vector_matrix(batch) if with_vectors else None
+            vectors = _vector_matrix(pa.Table.from_batches([batch])) if with_vectors else None
             yield [_chunk(r) for r in rows], vectors
 
     def vectors(self, collection: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -591,10 +593,9 @@ class LanceVectorStore(VectorStore):
 
 
 def _vector_matrix(table: Any) -> np.ndarray:
-    """The ``vector`` column of an Arrow table or record batch as a rows x dimension array."""
+    """The ``vector`` column of an Arrow table as a rows x dimension array."""
     dim = table.schema.field("vector").type.list_size
-    column = table.column("vector")
-    values = (column.combine_chunks() if hasattr(column, "combine_chunks") else column).values
+    values = table.column("vector").combine_chunks().values
     return values.to_numpy(zero_copy_only=False).reshape(-1, dim)
 
 
