@@ -376,3 +376,41 @@ def test_one_shot_commands_never_read_all_vectors(docs_dir: Path, tmp_path: Path
 
     assert loads(["search", "refund policy"]) == 0
     assert loads(["repl"], stdin="search refund policy\nsearch delivery\n") == 1
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_memory_search_runs_blas_on_one_thread_and_gives_the_rest_back(tmp_path: Path) -> None:
+    """OpenBLAS's idle workers spin after each call and take the core a hybrid search's keyword half
+    needs: the matrix product runs on one BLAS thread, and the process's own setting comes back
+    after, also when searches overlap (the last one out restores it)."""
+    from threadpoolctl import threadpool_limits
+
+    if not _blas_threads():
+        pytest.skip("numpy here uses no BLAS library that threadpoolctl can see")
+    seen: list[list[int]] = []
+
+    class Watched(np.ndarray):
+        def __matmul__(self, other: object) -> np.ndarray:
+            seen.append(_blas_threads())
+            return np.asarray(self) @ other
+
+    with threadpool_limits(limits=2, user_api="blas"):  # as on a 2-core machine, whatever this one has
+        flat = ann.FlatVectors([f"c{i}" for i in range(50)], np.arange(50), _vectors(50))
+        flat.matrix = flat.matrix.view(Watched)
+        hits = flat.search(_vectors(1, seed=5)[0], 3)
+        assert seen == [[1] * len(seen[0])] and len(hits) == 3
+        assert set(_blas_threads()) == {2}
+        flat.search(_vectors(1, seed=5)[0], 3, within=["c1", "c2"])
+        assert len(seen) == 2 and set(seen[1]) == {1}
+
+        # overlapping searches: the first to finish must not give the threads back under the second
+        with ann.one_blas_thread():
+            with ann.one_blas_thread():
+                assert set(_blas_threads()) == {1}
+            assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {2}

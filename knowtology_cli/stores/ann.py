@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 VECTOR_COLUMN = "vector"
@@ -163,10 +165,56 @@ def nearest_params(ds: Any, *, column: str = VECTOR_COLUMN, nprobes: int = DEFAU
 
 #: Processes that answer many queries (the library, ``kt serve``, ``kt mcp``, ``kt repl``, ``kt ask``)
 #: hold a collection's vectors in memory, up to this many bytes (float32), and search them exactly:
-#: one matrix-vector product over 100k 384-d rows takes ~10 ms on one core, where the IVF_SQ index
+#: one matrix-vector product over 100k 384-d rows takes ~13 ms on one core, where the IVF_SQ index
 #: with its refine step takes ~25-40 ms and exact search through Lance ~240 ms (docs/benchmarks.md §3).
 #: 512 MiB holds ~350k rows of 384 dimensions; a larger table is searched through its index.
 MEMORY_SEARCH_BUDGET = 512 * 2**20
+
+
+class _OneBlasThread:
+    """BLAS held to one thread while any in-memory search runs, restored when the last one ends.
+
+    A product of the query with the whole matrix streams the matrix through memory once. With
+    OpenBLAS's default of one thread per core, its idle workers spin after every call and take the
+    core that a hybrid search's keyword half runs on: at 100k rows on 2 cores, hybrid p50 33 ms and
+    64 ms of CPU per query with the default, 26 ms and 40 ms with one thread (`kt bench speed`,
+    docs/benchmarks.md §3). Counted, so concurrent searches never restore a limit another still
+    needs; the limit is process-wide while a search runs (threadpoolctl, as scikit-learn uses).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limiter: Any = None
+        self._controller: Any = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        self._enter()
+        try:
+            yield
+        finally:
+            self._exit()
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._users == 1:
+                from threadpoolctl import ThreadpoolController  # deferred: only vector searches need it
+
+                if self._controller is None:  # lists the loaded BLAS libraries once (numpy is loaded by now)
+                    self._controller = ThreadpoolController()
+                self._limiter = self._controller.limit(limits=1, user_api="blas")
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+one_blas_thread = _OneBlasThread()
 
 
 class FlatVectors:
@@ -210,11 +258,13 @@ class FlatVectors:
         query = query / norm if norm > 0 else query
         if within is None:
             rows = None
-            scores = self.matrix @ query
+            with one_blas_thread():
+                scores = self.matrix @ query
         else:
             pos = self.positions()
             rows = np.fromiter(dict.fromkeys(pos[c] for c in within if c in pos), dtype=np.int64)
-            scores = self.matrix[rows] @ query if len(rows) else np.empty(0, dtype=np.float32)
+            with one_blas_thread():
+                scores = self.matrix[rows] @ query if len(rows) else np.empty(0, dtype=np.float32)
         k = min(k, len(scores))
         if k <= 0:
             return []
