@@ -84,6 +84,7 @@ def tour_blocks() -> dict[str, str]:
             ]),
             ("browse", lambda: [(["browse"], ""), (["browse", _branch(env)], "")]),
             ("search", lambda: _search_steps(env)),
+            ("presets", lambda: [(["search", QUESTION, "-k", "3", "--preset", "thorough", "--explain"], "")]),
         ]
         for name, steps in plan:
             blocks[name] = _transcript(steps(), env)
@@ -98,8 +99,12 @@ def _branch(env: dict[str, str]) -> str:
     return next((t for t in tops if any(c["path"].startswith(t + "/") for c in children)), tops[0])
 
 
+#: The tour's question (the search and presets blocks ask the same).
+QUESTION = "how long do I have to get a refund for spoiled groceries?"
+
+
 def _search_steps(env: dict[str, str]) -> list[Step]:
-    question = "how long do I have to get a refund for spoiled groceries?"
+    question = QUESTION
     top = _json(["search", question, "-k", "3"], env)["hits"][0]["chunk_id"]
     return [
         (["search", question, "-k", "3"], ""),

@@ -7,6 +7,7 @@ import pytest
 
 from knowtology_cli.retrieval.fusion import fuse_lists, normalise
 from knowtology_cli.retrieval.highlight import best_window, keyword_matcher, regex_matcher
+from knowtology_cli.retrieval.pipeline import smooth_scores
 from knowtology_cli.retrieval.presets import PRESETS, get_preset
 from knowtology_cli.retrieval.prf import FeedbackParams, rm3_query, rocchio, stem
 from knowtology_cli.stores.base import ScoredId
@@ -50,6 +51,25 @@ def test_rocchio_moves_the_query_towards_the_feedback_and_stays_unit() -> None:
     assert np.linalg.norm(moved) == pytest.approx(1.0)
     assert moved[1] / moved[0] == pytest.approx(0.75)
     assert rocchio(q, []) is not None and np.allclose(rocchio(q, []), q)
+
+
+def test_smoothing_lifts_a_candidate_whose_neighbours_score_well() -> None:
+    """Score regularization: "c" scores below "b" alone, but its nearest candidates ("a", "d") score
+    high while "b" sits apart, so smoothed "c" passes "b"; the tail and vector-less hits stay behind."""
+    ranking = [ScoredId("a", 1.0), ScoredId("b", 0.8), ScoredId("c", 0.7), ScoredId("d", 0.65),
+               ScoredId("e", 0.0), ScoredId("x", 0.5), ScoredId("tail", 0.1)]
+    v = {"a": [1.0, 0.1, 0.0], "c": [0.9, 0.2, 0.0], "d": [1.0, 0.0, 0.1], "b": [0.0, 0.0, 1.0],
+         "e": [0.0, 1.0, 0.0], "tail": [1.0, 0.0, 0.0]}
+    vectors = {k: np.asarray(x) for k, x in v.items()}
+    out = smooth_scores(ranking, vectors, alpha=0.5, neighbours=2, top=6)
+    assert ids(out)[:5] == ["a", "c", "d", "b", "e"] and ids(out)[5:] == ["x", "tail"]
+    own = {"a": 1.0, "b": 0.8, "c": 0.7, "d": 0.65, "e": 0.0}
+    sim_ca, sim_cd = (np.dot(vectors["c"], vectors[o]) / np.linalg.norm(vectors["c"]) / np.linalg.norm(vectors[o])
+                      for o in ("a", "d"))
+    expected_c = 0.5 * own["c"] + 0.5 * (sim_ca * own["a"] + sim_cd * own["d"]) / (sim_ca + sim_cd)
+    assert dict((s.chunk_id, s.score) for s in out)["c"] == pytest.approx(expected_c)
+    assert smooth_scores(ranking, vectors, alpha=0.0, neighbours=2) == ranking
+    assert smooth_scores(ranking[:2], vectors, alpha=0.5, neighbours=2) == ranking[:2]  # too few to smooth
 
 
 def test_best_window_picks_the_line_with_most_distinct_matches() -> None:

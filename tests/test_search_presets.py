@@ -45,7 +45,7 @@ def test_each_preset_runs_its_stages(kb) -> None:
     assert {"dense", "keyword"} & set(default.hits[0].explain)
     thorough = kb.search("refund within 7 days", preset="thorough", explain=True, k=3)
     top = thorough.hits[0].explain
-    assert {"prf_dense", "prf_keyword", "prf_fused", "tree"} <= set(top), top
+    assert {"smoothed", "prf_dense", "prf_keyword", "prf_fused", "tree"} <= set(top), top
     assert thorough.expansion and abs(sum(thorough.expansion.values()) - 1.0) < 1e-6
     assert "refund" in thorough.expansion  # the original query keeps its weight
     assert [h.explain["final_rank"] for h in thorough.hits] == [1, 2, 3]

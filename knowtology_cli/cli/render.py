@@ -184,7 +184,8 @@ def marked(snippet: str, marks: list[tuple[int, int]]) -> str:
 
 
 #: Stage names as ``--explain`` prints them, in pipeline order.
-STAGE_LABELS = (("dense", "dense"), ("keyword", "bm25"), ("fused", "fused"), ("prf_dense", "rocchio"),
+STAGE_LABELS = (("dense", "dense"), ("keyword", "bm25"), ("fused", "fused"), ("smoothed", "smoothed"),
+                ("prf_dense", "rocchio"),
                 ("prf_keyword", "rm3"), ("prf_fused", "prf fused"), ("tree", "tree"), ("rerank", "rerank"))
 
 

@@ -154,8 +154,14 @@ def retrieve(
         out.note("fused", ranking)
     if preset.feedback and ranking:
         params = feedback or FeedbackParams(docs=preset.feedback_docs)
-        top = ranking[: params.docs]
-        floor = ranking[-1].score
+        chooser = ranking
+        head_vectors: dict[str, np.ndarray] = {}
+        if preset.smoothing > 0 and vector is not None:
+            head_vectors = store.vectors(collection, [s.chunk_id for s in ranking[:SMOOTH_TOP]])
+            chooser = smooth_scores(ranking, head_vectors, preset.smoothing, preset.smoothing_neighbours)
+            out.note("smoothed", chooser[:SMOOTH_TOP])
+        top = chooser[: params.docs]
+        floor = chooser[-1].score
         weights = {s.chunk_id: s.score - floor + 1e-9 for s in top}
         dense2: list[ScoredId] = []
         sparse2_job = None
@@ -167,7 +173,8 @@ def retrieve(
                                  out.expansion, depth, within=within)
         if vector is not None:
             try:
-                vecs = store.vectors(collection, [s.chunk_id for s in top])
+                missing = [s.chunk_id for s in top if s.chunk_id not in head_vectors]
+                vecs = {**head_vectors, **store.vectors(collection, missing)} if missing else head_vectors
                 moved = rocchio(vector, [vecs[s.chunk_id] for s in top if s.chunk_id in vecs], params)
                 dense2 = store.vector_search(collection, moved, depth, within=within)
             except BaseException:
@@ -184,6 +191,43 @@ def retrieve(
         out.note("prf_fused", ranking)
     out.ranking = ranking
     return out
+
+
+#: Candidates the first-pass smoothing reads vectors for and reorders (the tail keeps its order below).
+SMOOTH_TOP = 100
+
+
+def smooth_scores(ranking: list[ScoredId], vectors: dict[str, np.ndarray], alpha: float, neighbours: int,
+                  top: int = SMOOTH_TOP) -> list[ScoredId]:
+    """Score regularization over a k-nearest-neighbour graph of the candidates (Diaz 2005, "Regularizing
+    ad hoc retrieval scores"): each of the ``top`` candidates' score, min-max normalised over the head,
+    becomes (1 − α) × its own + α × the mean of its ``neighbours`` most similar candidates' scores,
+    weighted by their (non-negative) cosine similarity. A candidate without a vector keeps its own
+    score. Returns the head reordered by the new scores (ties in the incoming order), then the rest
+    unchanged: the feedback pass reads the head's order and its scores above the list's last."""
+    import numpy as np  # deferred: heavy
+
+    head = [s for s in ranking[:top] if s.chunk_id in vectors]
+    if len(head) < 3 or alpha <= 0:
+        return ranking
+    matrix = np.stack([np.asarray(vectors[s.chunk_id], dtype=np.float64) for s in head])
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix /= np.where(norms > 0, norms, 1.0)
+    sims = matrix @ matrix.T
+    np.fill_diagonal(sims, -np.inf)
+    scores = np.array([s.score for s in head])
+    spread = scores.max() - scores.min()
+    own = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+    n = min(neighbours, len(head) - 1)
+    nearest = np.argpartition(-sims, n - 1, axis=1)[:, :n]
+    weights = np.clip(np.take_along_axis(sims, nearest, axis=1), 0.0, None)
+    total = weights.sum(axis=1)
+    around = np.where(total > 0, (weights * own[nearest]).sum(axis=1) / np.where(total > 0, total, 1.0), own)
+    smoothed = (1 - alpha) * own + alpha * around
+    order = sorted(range(len(head)), key=lambda i: -smoothed[i])  # stable: ties keep the incoming order
+    kept = {s.chunk_id for s in head}
+    return [ScoredId(head[i].chunk_id, float(smoothed[i])) for i in order] + [
+        s for s in ranking if s.chunk_id not in kept]
 
 
 def tree_lift(ranking: list[ScoredId], leaf_of: dict[str, str], lift: float, top: int = 100) -> tuple[

@@ -28,6 +28,12 @@ class SearchPreset:
             query drift) instead of replacing them.
         tree_lift: λ of the tree signal: a hit gains λ × the mean score of the candidates that share
             its leaf (cluster-based smoothing; 0 turns it off; unmapped hits count as their own leaf).
+        smoothing: α of score regularization (Diaz 2005) of the first pass before the feedback
+            documents are chosen: each of the top `SMOOTH_TOP` candidates' min-max score is mixed
+            with the similarity-weighted mean score of its nearest candidates, so feedback comes from
+            documents whose neighbours score well too (0 turns it off).
+        smoothing_neighbours: how many nearest candidates (cosine of their stored vectors) each one
+            is smoothed with.
         summary: one line for help texts.
     """
 
@@ -40,6 +46,8 @@ class SearchPreset:
     feedback_docs: int = 10
     keep_first: bool = False
     tree_lift: float = 0.0
+    smoothing: float = 0.0
+    smoothing_neighbours: int = 10
 
 
 PRESETS: dict[str, SearchPreset] = {
@@ -53,9 +61,9 @@ PRESETS: dict[str, SearchPreset] = {
     ),
     "thorough": SearchPreset(
         "thorough", mode="hybrid", depth=300, fusion="minmax", feedback=True, feedback_docs=3, keep_first=True,
-        tree_lift=0.25,
-        summary="hybrid + pseudo-relevance feedback (RM3 on BM25, Rocchio on vectors) + the tree as a signal, "
-                "then an optional rerank",
+        tree_lift=0.25, smoothing=0.5, smoothing_neighbours=10,
+        summary="hybrid + pseudo-relevance feedback (RM3 on BM25, Rocchio on vectors) from a first pass "
+                "smoothed over its nearest neighbours + the tree as a signal, then an optional rerank",
     ),
 }
 DEFAULT_PRESET = "default"
