@@ -646,3 +646,22 @@ def test_conventional_page_names_are_no_heading_phrases() -> None:
     assert heading_segments("Setup › Overview", "guide/README.md") == ["Setup"]
     assert heading_segments("Refunds › Partial refunds", "policies/refunds.md") == [
         "Refunds", "Partial refunds", "refunds"]
+
+
+def test_titles_that_read_the_same_once_cut_are_one_example() -> None:
+    """Parts of one series ("… part 1", "… part 2") cut to the same shown title are listed once."""
+    items, _ = _corpus(per_topic=12)
+    series = "A long series title about {} that runs well past the cut, part {}"
+    items = [ClusterItem(chunk_id=it.chunk_id, text=it.text, title=series.format(it.chunk_id.split("-")[0], n),
+                         doc_id=f"doc-{n}", file_name=f"doc-{n}.md") for n, it in enumerate(items)]
+    assert all(len(it.title) > DEFAULT_PARAMS.max_title_chars for it in items)
+    reply = build_cluster_tree(items, _embed(items))
+    listed = 0
+    for category in reply.categories:
+        if " Includes " not in category.description:
+            continue
+        text = category.description.split(" Includes ", 1)[1].split(". For example: ", 1)[0]
+        examples = text.rstrip(".").replace(" and ", ", ").split(", ")
+        listed += len(examples)
+        assert len(examples) == len(set(examples)), category.description
+    assert listed >= 1

@@ -424,7 +424,8 @@ class Namer:
 
     def _example_titles(self, node: Node, count: int, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
         """Document titles (else file names) of the node's most typical chunks: those nearest its
-        centre; titles in ``skip`` (case-folded) are passed over."""
+        centre; titles in ``skip`` (case-folded) are passed over. Titles that read the same once cut
+        to ``max_title_chars`` (parts of one series) are one example, not a repeated line."""
         p = self.params
         sub = self.x[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
@@ -437,10 +438,11 @@ class Namer:
                 title = item.file_name.replace("\\", "/").rsplit("/", 1)[-1]
             else:
                 continue
-            titled[title] = titled.get(title, 0.0) + max(float(score), 0.0)
-        top = [t for t in sorted(titled, key=lambda t: (-titled[t], t))
-               if titled[t] > 0 and t.casefold() not in skip][:count]
-        return [t if len(t) <= p.max_title_chars else t[: p.max_title_chars - 1].rstrip() + "…" for t in top]
+            if title.casefold() in skip:
+                continue
+            shown = title if len(title) <= p.max_title_chars else title[: p.max_title_chars - 1].rstrip() + "…"
+            titled[shown] = titled.get(shown, 0.0) + max(float(score), 0.0)
+        return [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][:count]
 
 
 def _and(parts: Sequence[str]) -> str:
