@@ -665,3 +665,13 @@ def test_titles_that_read_the_same_once_cut_are_one_example() -> None:
         listed += len(examples)
         assert len(examples) == len(set(examples)), category.description
     assert listed >= 1
+
+
+def test_a_list_of_lists_is_kept_apart_by_semicolons() -> None:
+    from knowtology_cli.builders.naming import _and
+
+    assert _and(["Seeds"]) == "Seeds"
+    assert _and(["Seeds", "Soil & compost"]) == "Seeds and Soil & compost"
+    assert _and(["Seeds", "Soil", "Tools"]) == "Seeds, Soil and Tools"
+    assert _and(["Seeds", "Soil & compost", "Tools, sheds & paths", "2 more"]) == (
+        "Seeds; Soil & compost; Tools, sheds & paths; and 2 more")

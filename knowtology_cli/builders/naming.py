@@ -446,9 +446,18 @@ class Namer:
 
 
 def _and(parts: Sequence[str]) -> str:
-    """``a, b and c``."""
+    """``a, b and c``; ``a & b; c, d; and e`` when three or more parts include one that is itself a
+    list (commas or "&"): the usual English rule, semicolons keep such parts apart."""
     parts = list(parts)
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) > 2 and any(_LISTED.search(part) for part in parts):
+        return "; ".join(parts[:-1]) + "; and " + parts[-1]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+#: A part that is itself a list: a comma or an ampersand.
+_LISTED = re.compile(r",|&")
 
 
 def _words_of(name: str) -> set[str]:
