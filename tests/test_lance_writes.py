@@ -417,3 +417,19 @@ def test_memory_search_runs_blas_on_one_thread_and_gives_the_rest_back(monkeypat
                 assert set(_blas_threads()) == {1}
             assert set(_blas_threads()) == {1}
         assert set(_blas_threads()) == {2}
+
+
+def test_a_blas_limit_that_fails_never_fails_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread limit is a speed setting: when threadpoolctl cannot set it, the search still answers."""
+    import threadpoolctl
+
+    class Broken:
+        def __init__(self) -> None:
+            raise OSError("no BLAS here")
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Broken)
+    monkeypatch.setattr(ann.one_blas_thread, "_controller", None)
+    flat = ann.FlatVectors([f"c{i}" for i in range(20)], np.arange(20), _vectors(20))
+    assert len(flat.search(_vectors(1, seed=5)[0], 3)) == 3
+    assert len(flat.search(_vectors(1, seed=6)[0], 3)) == 3  # and the guard's count is back to zero
+    assert ann.one_blas_thread._users == 0

@@ -202,9 +202,12 @@ class _OneBlasThread:
             if self._users == 1:
                 from threadpoolctl import ThreadpoolController  # deferred: only vector searches need it
 
-                if self._controller is None:  # lists the loaded BLAS libraries once (numpy is loaded by now)
-                    self._controller = ThreadpoolController()
-                self._limiter = self._controller.limit(limits=1, user_api="blas")
+                try:
+                    if self._controller is None:  # lists the loaded BLAS libraries once (numpy's is loaded by now)
+                        self._controller = ThreadpoolController()
+                    self._limiter = self._controller.limit(limits=1, user_api="blas")
+                except Exception:  # noqa: BLE001 - a speed setting: the search runs with BLAS as it is
+                    self._limiter = None
 
     def _exit(self) -> None:
         with self._lock:
