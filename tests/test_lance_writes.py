@@ -433,3 +433,26 @@ def test_a_blas_limit_that_fails_never_fails_the_search(monkeypatch: pytest.Monk
     assert len(flat.search(_vectors(1, seed=5)[0], 3)) == 3
     assert len(flat.search(_vectors(1, seed=6)[0], 3)) == 3  # and the guard's count is back to zero
     assert ann.one_blas_thread._users == 0
+
+
+def test_the_int8_first_pass_keeps_the_exact_ranking_and_scores() -> None:
+    """From PREFILTER_MIN_ROWS rows the search scores int8 codes first, then the best 4k exactly: the
+    hits and their scores are those of the float32 product over every row (random unit vectors: the
+    closest score gaps, the hardest case for the codes)."""
+    rng = np.random.default_rng(11)
+    dim = 384  # the default embedder's: many dimensions, close scores
+    n = ann.PREFILTER_MIN_ROWS + 5000
+    matrix = rng.standard_normal((n, dim)).astype(np.float32)
+    flat = ann.FlatVectors([f"c{i}" for i in range(n)], np.arange(n), matrix)
+    assert flat.codes is not None and flat.nbytes == n * dim * 5
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    for seed in range(5):
+        query = rng.standard_normal(dim).astype(np.float32) + 0.5 * unit[seed]
+        exact = unit @ (query / np.linalg.norm(query))
+        for k in (10, 300):
+            hits = flat.search(query, k)
+            best = np.argsort(-exact, kind="stable")[:k]
+            assert [h[0] for h in hits] == [f"c{i}" for i in best]
+            assert np.allclose([h[2] for h in hits], exact[best], atol=1e-5)
+    assert not ann.FlatVectors.fits(ann.MEMORY_SEARCH_BUDGET // (dim * 5) + 1, dim)
+    assert ann.FlatVectors.fits(ann.MEMORY_SEARCH_BUDGET // (dim * 5), dim)

@@ -244,7 +244,7 @@ class LanceVectorStore(VectorStore):
             if known is not None and known[0] is ds:
                 return known[1]
             flat = None
-            held = sum(f.matrix.nbytes for c, (_, f) in self._flats.items() if f is not None and c != collection)
+            held = sum(f.nbytes for c, (_, f) in self._flats.items() if f is not None and c != collection)
             if FlatVectors.fits(ds.count_rows(), ds.schema.field("vector").type.list_size, held):
                 table = ds.to_table(columns=["chunk_id", "vector"], with_row_id=True)
                 flat = FlatVectors(table.column("chunk_id").to_pylist(), table.column("_rowid").to_numpy(),
