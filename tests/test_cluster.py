@@ -675,3 +675,30 @@ def test_a_list_of_lists_is_kept_apart_by_semicolons() -> None:
     assert _and(["Seeds", "Soil", "Tools"]) == "Seeds, Soil and Tools"
     assert _and(["Seeds", "Soil & compost", "Tools, sheds & paths", "2 more"]) == (
         "Seeds; Soil & compost; Tools, sheds & paths; and 2 more")
+
+
+def test_a_file_name_of_joined_words_the_text_never_writes_is_no_name() -> None:
+    """Sphinx-style page names ("errorhandling.rst") joined words a reader never sees; a link to the
+    page ("see /patterns/errorhandling") writes the path, not a word. "api.md" is named: the text
+    writes "API"."""
+    from knowtology_cli.builders.terms import build_term_index
+
+    texts = (["Handling errors: see /patterns/errorhandling for more. Errors are logged."] * 3
+             + ["The API takes a token. Call the API twice."] * 3)
+    index = build_term_index(texts, [""] * 6, ["docs/errorhandling.rst"] * 3 + ["docs/api.rst"] * 3)
+    fit = dict(zip(index.terms, index.nameability, strict=True))
+    assert fit[PHRASE + "errorhandl"] == 0.0
+    assert fit[PHRASE + "api"] > 0.0
+    written = build_term_index(["Use errorhandling hooks to log errors."] * 3, [""] * 3, ["errorhandling.rst"] * 3)
+    assert dict(zip(written.terms, written.nameability, strict=True))[PHRASE + "errorhandl"] > 0.0
+
+
+def test_an_abbreviation_with_stops_is_no_name() -> None:
+    """"e.g." reads as a dotted identifier to the tokenizer ("e.g" beside "app.route"); only the
+    identifier can name a node."""
+    from knowtology_cli.builders.terms import build_term_index
+
+    texts = ["Register a view, e.g. with app.route, then call it."] * 4
+    index = build_term_index(texts, ["Views"] * 4)
+    fit = dict(zip(index.terms, index.nameability, strict=True))
+    assert fit["e.g"] == 0.0 and fit["app.route"] > 0.0

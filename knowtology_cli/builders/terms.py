@@ -88,6 +88,9 @@ _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXi
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z][A-Za-z0-9]{0,7})+$")
+_PATH_LIKE = re.compile(r"\S*[/\\]\S*")  # a/b/page, docs\\index.md, https://…
+_ABBREVIATION = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
 PHRASE = "§"  # key prefix of heading phrases
 
@@ -221,9 +224,7 @@ def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAM
     """Short segments of a title trail (``Doc › Section``) and the stem of the file name, as written."""
     segments = [s for s in _TRAIL.split(title)] if title else []
     if source:
-        match = _FILE_STEM.match(source.replace("\\", "/").rsplit("/", 1)[-1].strip())
-        if match:
-            segments.append(_DATE_PREFIX.sub("", match.group(1)).replace("-", " ").replace("_", " "))
+        segments.append(_file_stem_raw(source))
     out = []
     for raw in segments:
         segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—")
@@ -232,6 +233,16 @@ def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAM
                 and segment.lower() not in GENERIC_TITLES):
             out.append(segment)
     return out
+
+
+def _file_stem_raw(source: str) -> str:
+    match = _FILE_STEM.match(source.replace("\\", "/").rsplit("/", 1)[-1].strip())
+    return _DATE_PREFIX.sub("", match.group(1)).replace("-", " ").replace("_", " ") if match else ""
+
+
+def file_stem(source: str, params: TreeParams = DEFAULT_PARAMS) -> str:
+    """The heading segment the file name ``source`` gives (``seed-trays.md`` -> ``seed trays``), or ``""``."""
+    return (heading_segments("", source, params) or [""])[0]
 
 
 def phrase_key(segment: str, params: TreeParams = DEFAULT_PARAMS) -> str:
@@ -292,6 +303,8 @@ def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titl
     if term not in stats.in_prose:
         return params.code_only_nameability
     if ident:
+        if _ABBREVIATION.fullmatch(term):
+            return 0.0  # e.g, i.e, U.S: letters with stops are an abbreviation, no identifier or topic
         return params.code_nameability if any(ch.isdigit() for ch in term) else 1.0
 
     def noun_like(key: str) -> float:
@@ -337,6 +350,8 @@ def build_term_index(
     stats = _Stats()
     rows: list[tuple[Counter[str], Counter[str]]] = []
     df: Counter[str] = Counter()
+    slugs: dict[str, str] = {}  # one-word file stems ("errorhandling", "api") -> their keys
+    written: set[str] = set()  # words the chunks write in prose or titles, outside paths and URLs
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
         plain, prose = clean_parts(text) if text else ("", "")
         plain_title = clean_markdown(title) if title else ""
@@ -346,11 +361,16 @@ def build_term_index(
         for segment in _TRAIL_MARK.split(plain_title) if plain_title else ():
             stats.adjacent.update(k for k in _keys(segment) if " " in k)
         stats.in_prose |= head.keys() | _keys(prose)
-        for segment in heading_segments(title or "", source, params):
+        written.update(w.lower() for w in _PLAIN_WORD.findall(_PATH_LIKE.sub(" ", f"{prose} {plain_title}")))
+        segments = heading_segments(title or "", source, params)
+        for segment in segments:
             key = phrase_key(segment, params)
             if key:
                 head[key] += 1
                 stats.other[key, segment] += 1
+        slug = file_stem(source, params) if source else ""
+        if slug in segments and " " not in slug:
+            slugs[slug.lower()] = phrase_key(slug, params)
         rows.append((body, head))
         df.update(body.keys() | head.keys())
     min_unigram = 1 if n < params.small_collection else params.min_chunks
@@ -364,6 +384,10 @@ def build_term_index(
     column = {t: j for j, t in enumerate(kept)}
     titled = sum(1 for title in titles if title and title.strip()) >= params.titled_share * max(n, 1)
     idents = stats.idents & set(kept)
+    # A one-word file stem names a node only when the text writes that word ("api" -> "API"); joined
+    # words ("errorhandling") that appear only as the file's name or in paths to it are no name a
+    # reader uses.
+    unwritten = {key for slug, key in slugs.items() if key and slug not in written}
     displays = stats.displays(set(kept))
     stats.surface = {k: d for k, d in displays.items() if " " not in k and not k.startswith(PHRASE)}
 
@@ -381,7 +405,8 @@ def build_term_index(
         terms=kept,
         display=[displays.get(t, t.lstrip(PHRASE)) for t in kept],
         words=[frozenset(t.lstrip(PHRASE).split()) for t in kept],
-        nameability=np.asarray([_nameability(t, t in idents, stats, params, titled) for t in kept], dtype=np.float64),
+        nameability=np.asarray([0.0 if t in unwritten else _nameability(t, t in idents, stats, params, titled)
+                                for t in kept], dtype=np.float64),
         ident=np.asarray([t in idents for t in kept], dtype=bool),
         indptr=indptr,
         indices=np.asarray(indices, dtype=np.int64),
