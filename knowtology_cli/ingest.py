@@ -118,6 +118,8 @@ class InputBatch:
     #: documents that parse but hold only markup or headings (a toctree page, an include stub):
     #: nothing to index, and nothing wrong with them
     no_text: list[str] = field(default_factory=list)
+    #: HTML pages that send the reader straight on (``meta refresh``, no delay): document -> address
+    redirects: dict[str, str] = field(default_factory=dict)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -423,7 +425,9 @@ def _read_document(
     batch.junk_merged += result.junk_merged
     batch.junk_dropped += result.junk_dropped
     if not result.chunks:
-        if document.format == "pdf":
+        if document.redirect:
+            batch.redirects[label] = document.redirect
+        elif document.format == "pdf":
             batch.problems.append(f"{label}: no extractable text (a scanned PDF?) — run OCR on it or ingest a text version")
         else:
             batch.no_text.append(label)
@@ -540,9 +544,12 @@ def _chunk_from_object(obj: Any, where: str, file_name: str, batch: InputBatch) 
 def require_valid(batch: InputBatch, skip_invalid: bool) -> None:
     """Raise ``InputError`` naming the first problem unless ``skip_invalid`` (or when the inputs
     hold documents but not one line of text among them)."""
-    if batch.no_text and not batch.chunks and not batch.problems:
-        more = f" (+{len(batch.no_text) - 1} more)" if len(batch.no_text) > 1 else ""
-        raise InputError(f"{batch.no_text[0]}: no text to index, only markup or headings{more}",
+    if (batch.no_text or batch.redirects) and not batch.chunks and not batch.problems:
+        empty = [*batch.no_text, *batch.redirects]
+        more = f" (+{len(empty) - 1} more)" if len(empty) > 1 else ""
+        why = (f"a page that redirects to {batch.redirects[empty[0]]}" if empty[0] in batch.redirects
+               else "only markup or headings")
+        raise InputError(f"{empty[0]}: no text to index, {why}{more}",
                          hint="nothing was changed; point at documents with text of their own")
     if batch.problems and not skip_invalid:
         more = f" (+{len(batch.problems) - 1} more)" if len(batch.problems) > 1 else ""

@@ -386,6 +386,7 @@ class KnowledgeBase:
             seconds=round(time.perf_counter() - started, 3),
             sources=sorted(batch.sources),
             no_text=batch.no_text,
+            redirects=batch.redirects,
         )
 
     def _moved_only(

@@ -182,6 +182,7 @@ class IngestReport(Record):
     seconds: float = 0.0
     sources: list[str] = Field(default_factory=list)  # the sources this run read
     no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings: nothing indexed
+    redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
 
 
 class SourceSummary(Record):

@@ -163,3 +163,37 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     refused = kt("ingest", str(only), "--json", store=tmp_path / "other")
     assert refused.returncode == 1
     assert "only/index.rst: no text to index, only markup or headings" in refused.stderr
+
+
+def test_redirect_pages_are_listed_and_a_moved_page_leaves_with_prune(corpus: Path, tmp_path: Path) -> None:
+    """A generated site keeps a stub at a moved page's old address that only redirects (meta refresh,
+    no delay): it is listed, not indexed, so "Redirecting to…" never fills a node of the map or a
+    search hit; when a page is moved and its old file becomes such a stub, --prune drops its chunks."""
+    store = tmp_path / "store"
+    stub = '<html><head><meta http-equiv="refresh" content="0; url=./wiki/macros.htm"></head>' \
+           '<body><p>Redirecting to <a href="./wiki/macros.htm">./wiki/macros.htm</a>.</p></body></html>'
+    (corpus / "macros.html").write_text(stub)
+    report = json.loads(kt("ingest", str(corpus), "--embedder", "hash", "--json", store=store).stdout)
+    assert report["redirects"] == {"docs/macros.html": "./wiki/macros.htm"}
+    assert report["added"] == 4 and report["no_text"] == []
+    hits = json.loads(kt("grep", "Redirecting", "--json", store=store).stdout)["hits"]
+    assert hits == []
+    human = kt("ingest", str(corpus), store=store)
+    assert "1 redirect page(s), nothing to index (they only send the reader on): " \
+           "docs/macros.html → ./wiki/macros.htm" in human.stdout
+
+    # the Markdown page moves; an HTML stub is left where it was
+    (corpus / "refunds.md").rename(corpus / "wiki" / "refunds.md")
+    (corpus / "refunds.html").write_text(stub.replace("./wiki/macros.htm", "./wiki/refunds.md"))
+    moved = json.loads(kt("ingest", str(corpus), "--prune", "--json", store=store).stdout)
+    assert moved["redirects"]["docs/refunds.html"] == "./wiki/refunds.md"
+    ids = {h["chunk_id"] for h in json.loads(kt("grep", "partial refund", "--json", store=store).stdout)["hits"]}
+    assert ids and all(i.startswith("docs/wiki/refunds.md") for i in ids)
+
+    # nothing but redirects: nothing to index is an error naming the page and where it points
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "old.html").write_text(stub)
+    refused = kt("ingest", str(only), "--json", store=tmp_path / "other")
+    assert refused.returncode == 1
+    assert "only/old.html: no text to index, a page that redirects to ./wiki/macros.htm" in refused.stderr

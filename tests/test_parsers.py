@@ -370,3 +370,18 @@ def test_detect_format(name: str, content_type: str | None, head: bytes | None, 
 ])
 def test_display_name_strips_document_extensions_and_keeps_case(file_name: str, shown: str) -> None:
     assert display_name(file_name) == shown
+
+
+def test_an_html_page_that_redirects_at_once_is_a_pointer_with_nothing_to_index() -> None:
+    """Book and site generators leave a stub at each moved page's old address: ``<meta
+    http-equiv="refresh" content="0; URL=…">`` and "Redirecting to…". A browser never shows it, so
+    it is no content; a page that refreshes after a delay (a status page) or reloads itself is."""
+    from knowtology_cli.parsers.html import parse_html
+
+    stub = ('<html><head><title>Redirecting...</title><META HTTP-EQUIV="Refresh" CONTENT="0;URL=\'./vec/vec.html\'">'
+            '</head><body><p>Redirecting to... <a href="./vec/vec.html">./vec/vec.html</a>.</p></body></html>')
+    page = parse_html(stub)
+    assert (page.redirect, page.sections, page.title) == ("./vec/vec.html", (), "Redirecting...")
+    for content in ("30; url=next.html", "0", "5"):
+        live = parse_html(f'<meta http-equiv="refresh" content="{content}"><p>Queue length is 4 orders.</p>')
+        assert live.redirect == "" and "Queue length" in live.sections[0].blocks[0].text, content

@@ -120,6 +120,11 @@ def ingest(
         shown = ", ".join(report.no_text[:5]) + (f" (+{len(report.no_text) - 5} more)" if len(report.no_text) > 5 else "")
         out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: {shown}",
                   markup=False)
+    if report.redirects:
+        pages = [f"{page} → {target}" for page, target in report.redirects.items()]
+        shown = ", ".join(pages[:3]) + (f" (+{len(pages) - 3} more)" if len(pages) > 3 else "")
+        out.print(f"{len(pages)} redirect page(s), nothing to index (they only send the reader on): {shown}",
+                  markup=False)
     if report.skipped:
         out.print(f"skipped {report.skipped} invalid input(s):")
         for problem in report.problems:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 TITLE_SEPARATOR = " › "
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 2, "rst": 1, "html": 1, "pdf": 1, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 2, "rst": 1, "html": 2, "pdf": 1, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Document:
         parser: the parser's name and version as recorded in the store, e.g. ``markdown/1``.
         dropped: blocks left out as no content (comments, directives like ``toctree``,
             navigation, running page headers), for the ingest summary.
+        redirect: where the page sends its reader at once (an HTML ``<meta http-equiv="refresh">``
+            with no delay); such a page is a pointer with nothing of its own to index, and its
+            ``sections`` are empty.
     """
 
     format: str
@@ -57,6 +60,7 @@ class Document:
     title: str = ""
     parser: str = ""
     dropped: int = 0
+    redirect: str = ""
 
 
 def parser_version(fmt: str) -> str:

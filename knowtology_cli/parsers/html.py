@@ -113,6 +113,24 @@ def _table(el: Any) -> str:
     return table_text(rows, header=header)
 
 
+#: ``<meta http-equiv="refresh" content="0; url=…">``: a delay (digits, maybe a fraction), then an
+#: optional ``;`` or ``,`` and ``url=`` with the address, maybe quoted (the HTML standard's parsing).
+_REFRESH = re.compile(r"\s*(\d+)(?:\.[\d.]*)?\s*(?:[;,]\s*(?:url\s*=\s*)?(?P<url>.*?))?\s*$", re.I | re.S)
+
+
+def redirect_target(doc: Any) -> str | None:
+    """The address of an immediate ``<meta http-equiv="refresh">`` (delay 0, an address given), else
+    None. A page that refreshes after a delay, or reloads itself, is read like any other."""
+    for meta in doc.iter("meta"):
+        if (meta.get("http-equiv") or "").strip().lower() != "refresh":
+            continue
+        match = _REFRESH.match(meta.get("content") or "")
+        url = (match.group("url") or "").strip().strip("'\"").strip() if match else ""
+        if match and int(match.group(1)) == 0 and url:
+            return url
+    return None
+
+
 def parse_html(data: bytes | str, *, name: str = "") -> Document:
     """Sections of an HTML page.
 
@@ -144,6 +162,10 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
     doc = lxml.html.document_fromstring(data, parser=parser)
     title_el = doc.find(".//title")
     title = flow(title_el.text_content()) if title_el is not None else ""
+    target = redirect_target(doc)
+    if target is not None:  # a browser leaves at once: the page is a pointer, not content
+        return Document(format="html", unit="line", sections=(), title=title, parser=parser_version("html"),
+                        redirect=target)
     root, page_level = _content_root(doc)
     dropped = _clean(root, page_level)
     raw: list[tuple[tuple[str, ...], str, int, str]] = []
