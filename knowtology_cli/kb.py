@@ -817,7 +817,7 @@ class KnowledgeBase:
         if mode != "keyword":
             self.embedder_for(name)  # a mismatched embedder is an error before any search runs
         reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn)
-        found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=k,
+        found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=2 * k,  # 2k: room for copies
                          embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
         ranking = found.ranking
         if chosen.tree_lift > 0 and ranking:
@@ -832,13 +832,13 @@ class KnowledgeBase:
             head = self._hits(name, ranking[: reranker.top_n])
             outcome = reranker.rerank(query, ranking, {h.chunk_id: h.snippet for h in head})
             ranking, reranked = outcome.ranking, outcome.scores
-        top = ranking[:k]
-        hits = self._hits(name, top, min_score)
+        top, copies = self._fold_copies(name, ranking, k)
+        hits = self._hits(name, top, min_score, copies)
         if mode == "keyword":
             hits = self._keyword_windows(name, hits, query)
         if explain:
             stages = found.stages
-            for rank, s in enumerate(ranking[:k], start=1):
+            for rank, s in enumerate(top, start=1):
                 entry = stages.setdefault(s.chunk_id, {})
                 if s.chunk_id in reranked:
                     entry["rerank"] = reranked[s.chunk_id]
@@ -884,13 +884,14 @@ class KnowledgeBase:
                 re.compile(pattern)
             except re.error as exc:
                 raise ConfigError(f"bad regular expression {pattern!r}: {exc}", hint="escape special characters") from exc
-            scored, query = self.vectors.regex_search(name, pattern, k, within=within), pattern
+            scored, query = self.vectors.regex_search(name, pattern, 2 * k, within=within), pattern
         else:
             query = keyword_query(list(terms) if not isinstance(terms, str) else terms)
             if not query:
                 raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
-            scored = self.vectors.keyword_search(name, query, k, within=within)
-        hits = self._keyword_windows(name, self._hits(name, scored, min_score), query, regex=regex)
+            scored = self.vectors.keyword_search(name, query, 2 * k, within=within)
+        scored, copies = self._fold_copies(name, scored, k)
+        hits = self._keyword_windows(name, self._hits(name, scored, min_score, copies), query, regex=regex)
         return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
                             hits=hits)
 
@@ -913,9 +914,41 @@ class KnowledgeBase:
             out.append(h if window is None else h.model_copy(update={"snippet": window.text, "marks": window.marks}))
         return out
 
-    def _hits(self, collection: str, scored: Sequence[ScoredId], min_score: float | None = None) -> list[Hit]:
-        """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported.
-        Chunks whose removal is still finishing are left out."""
+    def _fold_copies(self, collection: str, ranking: Sequence[ScoredId], k: int) -> tuple[
+            list[ScoredId], dict[str, list[str]]]:
+        """The first ``k`` of ``ranking`` with copies folded in: a chunk whose text (whitespace aside)
+        is that of a chunk ranked above it is no new lead — a site's print page, a file kept twice —
+        so it leaves the list and is named on the first one's hit (``copies``). Copies score alike
+        in every retriever, so only candidates whose score equals another's are read to compare;
+        the first ``2k`` candidates are looked at."""
+        window = list(ranking[: 2 * k])
+        by_score: dict[float, int] = {}
+        for s in window:
+            by_score[round(s.score, 6)] = by_score.get(round(s.score, 6), 0) + 1
+        tied = [s.chunk_id for s in window if by_score[round(s.score, 6)] > 1]
+        if not tied:
+            return window[:k], {}
+        read = {c.chunk_id: c for c in self.vectors.get(collection, tied)}
+        groups: dict[tuple[float, str, str], list[ScoredId]] = {}
+        for s in window:
+            c = read.get(s.chunk_id)
+            key = (round(s.score, 6), "text", " ".join(c.text.split())) if c else (s.score, "id", s.chunk_id)
+            groups.setdefault(key, []).append(s)
+        kept: list[ScoredId] = []
+        copies: dict[str, list[str]] = {}
+        for members in list(groups.values())[:k]:
+            # the copy nearest its document's start leads: a page's own text, not the print page's
+            lead = min(members, key=lambda s: read[s.chunk_id].chunk_index if s.chunk_id in read else 0)
+            kept.append(lead)
+            if len(members) > 1:
+                copies[lead.chunk_id] = [s.chunk_id for s in members if s is not lead]
+        return kept, copies
+
+    def _hits(self, collection: str, scored: Sequence[ScoredId], min_score: float | None = None,
+              copies: dict[str, list[str]] | None = None) -> list[Hit]:
+        """Leads for ``scored`` (snippets, never text); ``min_score`` compares the score as reported;
+        ``copies`` names, per chunk, other chunks of the same text. Chunks whose removal is still
+        finishing are left out."""
         if min_score is not None:
             scored = [s for s in scored if round(s.score, 6) >= min_score]
         pending = self._pending_ids(collection) if scored else set()
@@ -933,14 +966,16 @@ class KnowledgeBase:
                 m = mapped[s.chunk_id]
                 hits.append(Hit(chunk_id=m.chunk_id, path=m.path, snippet=m.snippet, score=round(s.score, 6),
                                 doc_id=m.doc_id, file_name=m.file_name, chunk_index=m.chunk_index,
-                                section=m.section, lines=m.lines, pages=m.pages))
+                                section=m.section, lines=m.lines, pages=m.pages,
+                                copies=(copies or {}).get(s.chunk_id, [])))
             elif s.chunk_id in loose:
                 from .builders.snippets import make_snippet  # deferred: keeps kt browse fast
 
                 c = loose[s.chunk_id]
                 hits.append(Hit(chunk_id=c.chunk_id, path="", snippet=make_snippet(c.text, c.title),
                                 score=round(s.score, 6), doc_id=c.doc_id, file_name=c.file_name,
-                                chunk_index=c.chunk_index, **provenance(c.metadata)))
+                                chunk_index=c.chunk_index, copies=(copies or {}).get(s.chunk_id, []),
+                                **provenance(c.metadata)))
         return hits
 
     # explore: read ------------------------------------------------------------------------

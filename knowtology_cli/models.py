@@ -122,6 +122,8 @@ class Hit(Record):
     marks: list[tuple[int, int]] = Field(default_factory=list)
     #: with ``explain``: the score (and rank) each search stage gave this hit, by stage name.
     explain: dict[str, float] | None = None
+    #: other chunks with this hit's text (a print page, a file kept twice), folded into this hit.
+    copies: list[str] = Field(default_factory=list)
 
 
 class SearchResult(Record):

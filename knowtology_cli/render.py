@@ -61,8 +61,16 @@ def score_text(score: float) -> str:
 
 
 def hit_line(hit: Hit) -> str:
-    """`` [chunk_id] snippet score`` — one hit under its group heading."""
-    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {score_text(hit.score)}"
+    """`` [chunk_id] snippet score`` — one hit under its group heading (and the copies of its text)."""
+    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {score_text(hit.score)}{copies_text(hit)}"
+
+
+def copies_text(hit: Hit, shown: int = 2) -> str:
+    """`` (same text: a, b +N)`` for a hit that other chunks copy word for word, else ``""``."""
+    if not hit.copies:
+        return ""
+    more = f" +{len(hit.copies) - shown}" if len(hit.copies) > shown else ""
+    return f" (same text: {', '.join(hit.copies[:shown])}{more})"
 
 
 def search_text(result: SearchResult, *, context: bool = False) -> str:
@@ -71,7 +79,8 @@ def search_text(result: SearchResult, *, context: bool = False) -> str:
     if not result.hits:
         return f"No results for {result.query!r}."
     if context:
-        return "\n".join(f"- [{h.chunk_id}] ({h.path or h.file_name}) {h.snippet}" for h in result.hits)
+        return "\n".join(f"- [{h.chunk_id}] ({h.path or h.file_name}) {h.snippet}{copies_text(h)}"
+                         for h in result.hits)
     lines: list[str] = []
     for group, hits in grouped_hits(result.hits).items():
         lines.append(group)

@@ -197,3 +197,27 @@ def test_redirect_pages_are_listed_and_a_moved_page_leaves_with_prune(corpus: Pa
     refused = kt("ingest", str(only), "--json", store=tmp_path / "other")
     assert refused.returncode == 1
     assert "only/old.html: no text to index, a page that redirects to ./wiki/macros.htm" in refused.stderr
+
+
+def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: Path) -> None:
+    """A generated site's print page (every page again, in one file) or a file kept twice gives each
+    text twice; one hit stands for both, so k hits are k different texts. The copy nearest the start
+    of its document leads (the page's own, not the print page's), the others are named on it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    cold = "# Cold chain\n\nChilled totes stay below five degrees from the dock to the van.\n"
+    (site / "zone-cold.md").write_text(cold)
+    (site / "print.md").write_text("# Returns\n\nDamaged parcels are returned within a week.\n\n" + cold)
+    (site / "bread.md").write_text("# Bread\n\nLoaves are baked at dawn and sold warm.\n")
+    store = tmp_path / "store"
+    assert kt("ingest", str(site), "--embedder", "hash", store=store).returncode == 0
+    for command in (["search", "chilled totes below five degrees", "-k", "3"], ["grep", "chilled totes", "-k", "3"]):
+        result = kt(*command, "--json", store=store)
+        assert result.returncode == 0, result.stderr
+        hits = json.loads(result.stdout)["hits"]
+        ids = [h["chunk_id"] for h in hits]
+        assert ids[0] == "site/zone-cold.md#0" and hits[0]["copies"] == ["site/print.md#1"], command
+        assert "site/print.md#1" not in ids and len(ids) == len(set(ids)), command
+    assert len(json.loads(kt("search", "chilled totes", "-k", "3", "--json", store=store).stdout)["hits"]) == 3
+    human = kt("search", "chilled totes below five degrees", "-k", "1", store=store)
+    assert "[site/zone-cold.md#0]" in human.stdout and "(same text: site/print.md#1)" in human.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +108,20 @@ def ours(kb: Any, queries: dict[str, str], mode: str | None, k: int = 100, *,
         result = kb.search(text, collection=COLLECTION, k=k, mode=mode, preset=preset)
         times.append(time.perf_counter() - t0)
         run[qid] = {}
-        for rank, h in enumerate(result.hits):
-            run[qid].setdefault(h.doc_id, float(k - rank))  # rank-based score keeps the product's order
+        for rank, doc_id in enumerate(hit_documents(kb, result.hits)):
+            run[qid].setdefault(doc_id, float(k - rank))  # rank-based score keeps the product's order
     return run, times
+
+
+def hit_documents(kb: Any, hits: Sequence[Any]) -> list[str]:
+    """The documents of ``hits`` in order, each hit's copies (same text, folded into it) right after
+    it: a judged copy counts where the product shows it, on its first hit."""
+    out: list[str] = []
+    for h in hits:
+        out.append(h.doc_id)
+        if h.copies:
+            out.extend(c.doc_id for c in kb.vectors.get(COLLECTION, h.copies, with_text=False))
+    return out
 
 
 def raw_lists(kb: Any, queries: dict[str, str], k: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:

@@ -160,7 +160,8 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
         out.print(f"[cyan]{escape(group)}[/]")
         for h in hits:
             snippet = text.trim(h.snippet, text.SNIPPET_CHARS)
-            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{text.score_text(h.score)}[/]")
+            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{text.score_text(h.score)}"
+                      f"{escape(text.copies_text(h))}[/]")
             if h.explain is not None:
                 out.print(f"   [dim]{escape(explain_line(h.explain))}[/]")
     if result.expansion:
