@@ -702,3 +702,22 @@ def test_an_abbreviation_with_stops_is_no_name() -> None:
     index = build_term_index(texts, ["Views"] * 4)
     fit = dict(zip(index.terms, index.nameability, strict=True))
     assert fit["e.g"] == 0.0 and fit["app.route"] > 0.0
+
+
+def test_the_collections_subject_names_no_level_1_node() -> None:
+    """A framework's docs say its name on most pages; the part that says it most was named after it
+    (the issue's "named after the subject of the whole corpus"). A word in at least half of the
+    documents is the collection's subject and names no level-1 node (`subject_share`)."""
+    from dataclasses import replace
+
+    rng = random.Random(7)
+    ovens = "oven dough flour butter sugar bake yeast knead simmer crust pastry loaf".split()
+    items = []
+    for group, words, with_name in (("a", NET.split(), 6), ("b", SKY.split(), 3), ("c", ovens, 1)):
+        for d in range(6):
+            text = " ".join(rng.sample(words, 2)) + (" Zephyrflow" if d < with_name else "") + "."
+            items.append(ClusterItem(f"{group}-{d}", text, doc_id=f"{group}{d}"))
+    shipped = _name_fixed_tree(items, ["a-", "b-", "c-"])
+    assert not any("Zephyrflow" in path for path in shipped), list(shipped)
+    unguarded = _name_fixed_tree(items, ["a-", "b-", "c-"], replace(DEFAULT_PARAMS, subject_share=1.0))
+    assert any("Zephyrflow" in path for path in unguarded), list(unguarded)  # 10 of 18 documents

@@ -83,6 +83,10 @@ class Namer:
         n = len(items)
         blocked = corpus_wide_terms(index, doc_of, params.corpus_wide_share, params.corpus_wide_min_docs)
         self.nameable = np.where(blocked, 0.0, index.nameability)
+        # Level-1 names part the whole collection: a word most of its documents use, found in every
+        # part, is its subject ("the framework's own name") and names none of them.
+        self.subject = corpus_wide_terms(index, doc_of, params.subject_share, params.corpus_wide_min_docs)
+        self.top_nameable = self.nameable
         weights = document_weights(doc_of, params.document_decay)
         self.background = term_counts(index, np.arange(n), np.zeros(n, dtype=np.int64), 1, weights)[0]
         self.background /= max(float(weights.sum()), 1e-12)
@@ -130,6 +134,8 @@ class Namer:
         covered = term_counts(index, members, labels, k, weights, presence_only=True)
         counts = term_counts(index, members, labels, k, presence_only=True)
         sizes = np.bincount(labels, weights=weights, minlength=k)
+        if children[0].level == 1:  # a subject word found in every part names none of them
+            self.top_nameable = np.where(self.subject & (counts > 0).all(axis=0), 0.0, self.nameable)
         total, total_size = weighted.sum(axis=0), float(sizes.sum())
         out = []
         for i, child in enumerate(children):
@@ -139,10 +145,11 @@ class Namer:
             else:
                 other = self.background
             eps = p.share_smoothing
-            score = share * np.log((share + eps) / (other + eps)) * self.nameable
+            nameable = self._nameable(child)
+            score = share * np.log((share + eps) / (other + eps)) * nameable
             coverage = covered[i] / max(sizes[i], _TOLERANCE)
             needed = min(p.min_chunks, len(child.members))
-            score[(counts[i] < needed) | (coverage < p.min_candidate_share) | (self.nameable <= 0)] = -np.inf
+            score[(counts[i] < needed) | (coverage < p.min_candidate_share) | (nameable <= 0)] = -np.inf
             out.append((score, coverage, counts[i]))
         return out
 
@@ -223,6 +230,11 @@ class Namer:
             chosen.pop()
         return chosen
 
+    def _nameable(self, node: Node) -> np.ndarray:
+        """How well each term names ``node``: 0 for words of the whole collection (for a level-1 node
+        also for words of most of its documents found in every level-1 node)."""
+        return self.top_nameable if node.level == 1 else self.nameable
+
     def _owned_by_one_child(self, node: Node, column: int) -> bool:
         """Whether one child of ``node`` holds ``owned_share`` of ``node``'s chunks with term ``column``."""
         if not node.children:
@@ -256,7 +268,7 @@ class Namer:
         p, index = self.params, self.index
         stems = frozenset().union(*(index.words[j] for j in chosen)) if chosen else frozenset()
         options = [j for j in pool if j not in chosen and not index.words[j] & stems and score[j] >= min_score
-                   and self.nameable[j] >= p.joined_nameability
+                   and self._nameable(child)[j] >= p.joined_nameability
                    and self._similarity(j, chosen) < p.mmr_max_similarity]
         if not options:
             return None

@@ -125,6 +125,12 @@ class TreeParams:
     #: Terms found in at least this share of the documents (five or more) say where the
     #: collection comes from, not what a category is about; they never name one.
     corpus_wide_share: float = 0.8
+    #: Level-1 nodes part the whole collection: a term in at least half of its documents (five or
+    #: more) and in every level-1 node is the collection's subject, common to all parts, and names
+    #: none of them; a term of half the documents found in one part only is that part's. Below
+    #: level 1 such a term may still tell siblings apart ("Options" beside "Arguments"), so only
+    #: ``corpus_wide_share`` applies there.
+    subject_share: float = 0.5
     corpus_wide_min_docs: int = 5
     #: Heading phrases (section titles, file names) are names people wrote: their score is raised.
     heading_bonus: float = 1.15
