@@ -385,3 +385,14 @@ def test_an_html_page_that_redirects_at_once_is_a_pointer_with_nothing_to_index(
     for content in ("30; url=next.html", "0", "5"):
         live = parse_html(f'<meta http-equiv="refresh" content="{content}"><p>Queue length is 4 orders.</p>')
         assert live.redirect == "" and "Queue length" in live.sections[0].blocks[0].text, content
+
+
+def test_html_nested_list_text_is_said_once() -> None:
+    """A list item holding a list (with the usual newline after it) repeated the nested items in its
+    own line: generated sites (mdBook, Sphinx) write every list that way."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html("<main><ul>\n<li>Things drop at other times.\n<ul>\n<li>cargo fix inserts a let.</li>\n</ul>\n"
+                      "</li>\n<li><p>Third</p><ol><li>deep</li></ol> and after</li>\n</ul></main>")
+    assert page.sections[0].blocks[0].text == (
+        "- Things drop at other times.\n  - cargo fix inserts a let.\n- Third and after\n  1. deep")

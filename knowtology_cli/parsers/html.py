@@ -95,10 +95,10 @@ def _list(el: Any, depth: int = 0) -> str:
     lines = []
     for number, item in enumerate((c for c in el if _tag(c) == "li"), start=1):
         nested = [c for c in item if _tag(c) in ("ul", "ol")]
-        for sub in nested:
-            item.remove(sub) if sub.tail is None else None
         mark = f"{number}." if _tag(el) == "ol" else "-"
-        own = flow(item.text_content())
+        # the item's own text: everything but its nested lists (their tails, text after them, stay)
+        own = flow((item.text or "") + "".join(
+            (c.tail or "") if any(c is n for n in nested) else c.text_content() + (c.tail or "") for c in item))
         if own:
             lines.append("  " * depth + f"{mark} {own}")
         lines.extend(_list(sub, depth + 1) for sub in nested)
