@@ -18,6 +18,7 @@ from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
 from .parsers import decode_text, detect_format, parse
+from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -546,13 +547,13 @@ def require_valid(batch: InputBatch, skip_invalid: bool) -> None:
     hold documents but not one line of text among them)."""
     if (batch.no_text or batch.redirects) and not batch.chunks and not batch.problems:
         empty = [*batch.no_text, *batch.redirects]
-        more = f" (+{len(empty) - 1} more)" if len(empty) > 1 else ""
+        more = more_suffix(len(empty), 1)
         why = (f"a page that redirects to {batch.redirects[empty[0]]}" if empty[0] in batch.redirects
                else "only markup or headings")
         raise InputError(f"{empty[0]}: no text to index, {why}{more}",
                          hint="nothing was changed; point at documents with text of their own")
     if batch.problems and not skip_invalid:
-        more = f" (+{len(batch.problems) - 1} more)" if len(batch.problems) > 1 else ""
+        more = more_suffix(len(batch.problems), 1)
         if batch.missing:  # skipping cannot make a mistyped path appear
             hint = "nothing was changed; check the path" + ("s" if len(batch.missing) > 1 else "") + " and run it again"
         elif not batch.chunks:

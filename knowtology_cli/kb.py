@@ -48,7 +48,7 @@ from .sessions import FileSessionStore, InMemorySessionStore
 from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
 from .stores.routing import RoutingVectorStore, open_vector_store
 from .stores.sqlite import SQLiteTreeStore
-from .textutil import keyword_query
+from .textutil import keyword_query, more_suffix
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
@@ -457,7 +457,7 @@ class KnowledgeBase:
                    if c.chunk_id in owners and owners[c.chunk_id][0] != batch.owners[c.chunk_id][0]]
         if clashes and not replace:
             chunk_id, (owner, origin) = clashes[0]
-            more = f" (+{len(clashes) - 1} more)" if len(clashes) > 1 else ""
+            more = more_suffix(len(clashes), 1)
             raise ConflictError(
                 f"{batch.origins[chunk_id]}: chunk id {chunk_id!r} is already stored from source {owner!r}"
                 f" ({owner}/{origin}){more} — nothing was written",

@@ -25,6 +25,11 @@ def keyword_query(terms: str | list[str]) -> str:
     return " ".join(p for p in parts if p)
 
 
+def more_suffix(total: int, shown: int) -> str:
+    """`` (+N more)`` when only ``shown`` of ``total`` items are named, else ``""``."""
+    return f" (+{total - shown} more)" if total > shown else ""
+
+
 @lru_cache(maxsize=1)
 def _stemmer():  # snowballstemmer ships no types
     import snowballstemmer  # deferred: heavy

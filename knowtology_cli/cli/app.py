@@ -11,6 +11,7 @@ import typer
 
 from .. import __version__
 from ..stores import heavy_imports
+from ..textutil import more_suffix
 from . import agents, bench, export, scale, sources
 from .common import (
     CollectionOpt,
@@ -117,12 +118,12 @@ def ingest(
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
     if report.no_text:
-        shown = ", ".join(report.no_text[:5]) + (f" (+{len(report.no_text) - 5} more)" if len(report.no_text) > 5 else "")
+        shown = ", ".join(report.no_text[:5]) + more_suffix(len(report.no_text), 5)
         out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: {shown}",
                   markup=False)
     if report.redirects:
         pages = [f"{page} → {target}" for page, target in report.redirects.items()]
-        shown = ", ".join(pages[:3]) + (f" (+{len(pages) - 3} more)" if len(pages) > 3 else "")
+        shown = ", ".join(pages[:3]) + more_suffix(len(pages), 3)
         out.print(f"{len(pages)} redirect page(s), nothing to index (they only send the reader on): {shown}",
                   markup=False)
     if report.skipped:
