@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -922,9 +923,7 @@ class KnowledgeBase:
         in every retriever, so only candidates whose score equals another's are read to compare;
         the first ``2k`` candidates are looked at."""
         window = list(ranking[: 2 * k])
-        by_score: dict[float, int] = {}
-        for s in window:
-            by_score[round(s.score, 6)] = by_score.get(round(s.score, 6), 0) + 1
+        by_score = Counter(round(s.score, 6) for s in window)
         tied = [s.chunk_id for s in window if by_score[round(s.score, 6)] > 1]
         if not tied:
             return window[:k], {}
@@ -932,7 +931,7 @@ class KnowledgeBase:
         groups: dict[tuple[float, str, str], list[ScoredId]] = {}
         for s in window:
             c = read.get(s.chunk_id)
-            key = (round(s.score, 6), "text", " ".join(c.text.split())) if c else (s.score, "id", s.chunk_id)
+            key = (round(s.score, 6), "text", " ".join(c.text.split())) if c else (round(s.score, 6), "id", s.chunk_id)
             groups.setdefault(key, []).append(s)
         kept: list[ScoredId] = []
         copies: dict[str, list[str]] = {}
