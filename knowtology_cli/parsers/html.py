@@ -98,7 +98,7 @@ def _list(el: Any, depth: int = 0) -> str:
         mark = f"{number}." if _tag(el) == "ol" else "-"
         # the item's own text: everything but its nested lists (their tails, text after them, stay)
         own = flow((item.text or "") + "".join(
-            (c.tail or "") if any(c is n for n in nested) else c.text_content() + (c.tail or "") for c in item))
+            (c.tail or "") if c in nested else c.text_content() + (c.tail or "") for c in item))
         if own:
             lines.append("  " * depth + f"{mark} {own}")
         lines.extend(_list(sub, depth + 1) for sub in nested)
