@@ -49,7 +49,7 @@ from .sessions import FileSessionStore, InMemorySessionStore
 from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
 from .stores.routing import RoutingVectorStore, open_vector_store
 from .stores.sqlite import SQLiteTreeStore
-from .textutil import keyword_query, more_suffix
+from .textutil import copy_key, keyword_query, more_suffix
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
@@ -931,7 +931,7 @@ class KnowledgeBase:
         groups: dict[tuple[float, str, str], list[ScoredId]] = {}
         for s in window:
             c = read.get(s.chunk_id)
-            key = (round(s.score, 6), "text", " ".join(c.text.split())) if c else (round(s.score, 6), "id", s.chunk_id)
+            key = (round(s.score, 6), "text", copy_key(c.text)) if c else (round(s.score, 6), "id", s.chunk_id)
             groups.setdefault(key, []).append(s)
         kept: list[ScoredId] = []
         copies: dict[str, list[str]] = {}
@@ -987,7 +987,8 @@ class KnowledgeBase:
         force: bool = False,
         context: int = 0,
     ) -> ReadResult:
-        """Full text of chunks; repeats within the session come back ``already_read`` without text.
+        """Full text of chunks; repeats within the session come back ``already_read`` without text
+        (so does a copy of a text read before: the same text, whitespace aside, under another id).
 
         ``context=N`` also returns up to N chunks before and N after each one in its document
         (``context_of`` names the chunk they widen); they count as read in the session too.
@@ -1031,11 +1032,18 @@ class KnowledgeBase:
                     placed.add(other)
         mapped = {m.chunk_id: m for m in self.tree.mappings(name, chunk_ids=[i for i, _ in order])}
         seen = set(self.read_history(collection=name, session=session_name))
+        # A copy of a text the session has read (a print page, a repeated paragraph) is read too.
+        texts_read: set[str] = set()
+        if not force and seen and any(i not in seen for i, _ in order):
+            texts_read = {copy_key(c.text) for c in self.vectors.get(name, sorted(seen))}
         out: list[ReadChunk] = []
         newly: list[str] = []
         for chunk_id, context_of in order:
             c = chunks[chunk_id]
-            repeat = chunk_id in seen and not force
+            text = copy_key(c.text)
+            repeat = (chunk_id in seen or text in texts_read) and not force
+            if text:
+                texts_read.add(text)
             out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
                                  text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
                                  file_name=c.file_name, chunk_index=c.chunk_index, title=c.title,

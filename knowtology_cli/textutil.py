@@ -25,6 +25,12 @@ def keyword_query(terms: str | list[str]) -> str:
     return " ".join(p for p in parts if p)
 
 
+def copy_key(text: str) -> str:
+    """What two chunks share when one is a copy of the other: their text, whitespace aside (a site's
+    print page, a file kept twice, a paragraph a generator repeats on every page)."""
+    return " ".join(text.split())
+
+
 def more_suffix(total: int, shown: int) -> str:
     """`` (+N more)`` when only ``shown`` of ``total`` items are named, else ``""``."""
     return f" (+{total - shown} more)" if total > shown else ""

@@ -606,6 +606,22 @@ def test_a_heading_shared_by_numbered_versions_is_shown_without_the_number() -> 
     shown = {d for t, d in zip(index.terms, index.display, strict=True) if t.startswith(PHRASE)}
     assert "Acme Release Notes" in shown and "Guide for Windows 11" in shown
     assert not any(d.startswith(("Acme 2.6", "Acme 3.0")) for d in shown)
+    # a manual page's section number in brackets goes with its brackets
+    index = build_term_index([f"Prints the dependency graph, part {i}." for i in range(6)],
+                             ["tool-tree(1) › OPTIONS"] * 3 + ["tool-tree(5) › FILES"] * 3)
+    assert "tool-tree" in set(index.display) and not any("(" in d for d in index.display)
+
+
+def test_a_word_repeated_or_split_by_an_option_flag_makes_no_bigram() -> None:
+    """"Configuration Configuration keys" repeats a word and "Options --locked" runs a heading into a
+    command-line flag: neither pair is a phrase a writer wrote."""
+    from knowtology_cli.builders.terms import build_term_index, stem
+
+    texts = [f"Configuration Configuration keys, item {i}.\nManifest Options --locked forbids changes." for i in range(6)]
+    index = build_term_index(texts, [""] * 6)
+    assert f"{stem('configuration')} {stem('configuration')}" not in index.terms
+    assert f"{stem('options')} {stem('locked')}" not in index.terms
+    assert f"{stem('manifest')} {stem('options')}" in index.terms  # the heading itself stays one
 
 
 def test_a_file_name_slug_is_shown_as_the_text_writes_it() -> None:

@@ -221,3 +221,8 @@ def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: P
     assert len(json.loads(kt("search", "chilled totes", "-k", "3", "--json", store=store).stdout)["hits"]) == 3
     human = kt("search", "chilled totes below five degrees", "-k", "1", store=store)
     assert "[site/zone-cold.md#0]" in human.stdout and "(same text: site/print.md#1)" in human.stdout
+    # Having read one copy, the session has read the text: the other copy is a repeat, not new text.
+    assert "Chilled totes" in kt("read", "site/zone-cold.md#0", store=store).stdout
+    again = json.loads(kt("read", "site/print.md#1", "site/bread.md#0", "--json", store=store).stdout)["chunks"]
+    assert [(c["chunk_id"], c["already_read"]) for c in again] == [("site/print.md#1", True), ("site/bread.md#0", False)]
+    assert json.loads(kt("read", "site/print.md#1", "--force", "--json", store=store).stdout)["chunks"][0]["text"]

@@ -73,7 +73,9 @@ _ADVERB = re.compile(r"[a-z]{3,}ly$")
 # right before one acts as a verb ("planting the seeds"). English grammar, not any corpus.
 DETERMINERS = frozenset("the a an your our their his her its my this these those every each".split())
 _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
-_PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|\n")
+# Punctuation, a sentence's full stop, a dash between spaces and the dashes of a command-line option
+# ("Options --locked" is no phrase) end a phrase.
+_PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|(?:^|\s)--?(?=[A-Za-z])|\n")
 # Identifiers first (snake_case, dotted.names, kebab codes with a digit, camelCase, MixedCase,
 # words with digits), then plain words (with an apostrophe ending); hyphenated words split.
 _TOKEN = re.compile(
@@ -84,6 +86,7 @@ _TOKEN = re.compile(
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
 _TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key
+_EMPTY_BRACKETS = re.compile(r"\s*[(\[{]\s*[)\]}]")  # what "cargo-tree(1)" leaves once its number goes
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
@@ -166,7 +169,7 @@ class _Stats:
             if key.startswith(PHRASE) and key in out:
                 numbers.setdefault(key, set()).add(tuple(_NUMBER_WORD.findall(surface)))
         for key, seen in numbers.items():
-            plain = " ".join(_NUMBER_WORD.sub(" ", out[key]).split())
+            plain = " ".join(_EMPTY_BRACKETS.sub("", _NUMBER_WORD.sub(" ", out[key])).split())
             if len(seen) > 1 and plain:
                 out[key] = plain
             # a file-name slug ("api") is written as the text writes the same words ("API")
@@ -182,7 +185,7 @@ def _keys(text: str) -> set[str]:
     for sentence in _SENTENCE_END.split(text):
         for tokens in phrases(sentence):
             out.update(t.key for t in tokens if t.key)
-            out.update(f"{a.key} {b.key}" for a, b in zip(tokens, tokens[1:]) if a.key and b.key)
+            out.update(f"{a.key} {b.key}" for a, b in zip(tokens, tokens[1:]) if a.key and b.key and a.key != b.key)
     return out
 
 
@@ -209,7 +212,7 @@ def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
                         if token.surface[:1].isupper():
                             stats.capitalised.add(token.key)
                             stats.capital_words += 1
-                    if previous is not None and previous.key:
+                    if previous is not None and previous.key and previous.key != token.key:
                         bigram = f"{previous.key} {token.key}"
                         counts[bigram] += 1
                         surface = f"{previous.surface} {token.surface}"
