@@ -453,6 +453,42 @@ def test_a_grab_bag_is_named_by_terms_that_together_cover_it_not_by_its_largest_
     assert nodes[bag].coverage >= DEFAULT_PARAMS.name_coverage, (bag, nodes[bag].coverage)
 
 
+def test_a_word_every_part_uses_does_not_name_one_part_for_covering_it() -> None:
+    """"info" is in 6 of 10 chunks of one part and in 5 and 3 of 10 of the others: it covers the
+    first part but does not tell it apart (lift under ``name_lift``); that part is named by its own
+    words instead, as a grab-bag."""
+    words = ["Oven heat.", "Flour dough.", "Yeast knead."]  # each in under half of the part
+
+    def info(i: int, among: int) -> str:
+        return "Info here. " if i < among else ""
+
+    items = [ClusterItem(f"a-{i}", f"{info(i, 6)}{words[i % 3]}", doc_id=f"a{i}") for i in range(10)]
+    items += [ClusterItem(f"b-{i}", f"{info(i, 5)}Router packet {'dns' if i % 2 else 'bgp'}.", doc_id=f"b{i}")
+              for i in range(10)]
+    items += [ClusterItem(f"c-{i}", f"{info(i, 3)}Comet orbit {'star' if i % 2 else 'moon'}.", doc_id=f"c{i}")
+              for i in range(10)]
+    nodes = _name_fixed_tree(items, ["a-", "b-", "c-"])
+    (oven,) = [p for p, n in nodes.items() if n.members[0] == 0]
+    assert "info" not in oven.lower() and " & " in oven, oven
+    lifted = _name_fixed_tree(items, ["a-", "b-", "c-"], TreeParams(name_lift=0.0))
+    assert [p for p, n in lifted.items() if n.members[0] == 0][0].startswith("Info")  # the rule decides
+
+
+def test_a_description_quotes_a_passage_of_words_once() -> None:
+    """The most typical chunk opening with a rule of slashes is passed over for a passage of words,
+    and two documents holding the same passage quote it once."""
+    rule = "// " + "/" * 60
+    items = [ClusterItem(f"a-{i}", f"{rule}\n\nThe oven bakes bread with flour and yeast every morning.", doc_id=f"a{i}")
+             for i in range(2)]
+    items += [ClusterItem(f"a-{i}", "The oven bakes bread with flour and yeast every morning.", doc_id=f"a{i}")
+              for i in range(2, 6)]
+    items += [ClusterItem(f"b-{i}", f"Router packet {'dns' if i % 2 else 'bgp'} latency.", doc_id=f"b{i}") for i in range(6)]
+    nodes = _name_fixed_tree(items, ["a-", "b-"], TreeParams(description_passages=2))
+    (oven,) = [n for n in nodes.values() if n.members[0] == 0]
+    example = oven.description.split("For example: ", 1)[1]
+    assert "///" not in example and example.count("The oven bakes bread") == 1, example
+
+
 def test_a_longer_term_with_the_same_words_replaces_a_single_word() -> None:
     rng = random.Random(3)
     items = [ClusterItem(f"c-{i}", f"Cold chain. The cold chain keeps food safe. {' '.join(rng.sample(SKY.split(), 3))}.",

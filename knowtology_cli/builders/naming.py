@@ -124,7 +124,8 @@ class Namer:
         return float(max(self.centroid(column) @ self.centroid(o) for o in others))
 
     def _score_children(self, children: Sequence[Node]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per child: c-TF-IDF scores, coverage shares and member counts of every term."""
+        """Per child: c-TF-IDF scores, coverage shares and lifts (share over the siblings' share) of
+        every term."""
         p, index = self.params, self.index
         k = len(children)
         members = np.concatenate([c.members for c in children])
@@ -150,7 +151,7 @@ class Namer:
             coverage = covered[i] / max(sizes[i], _TOLERANCE)
             needed = min(p.min_chunks, len(child.members))
             score[(counts[i] < needed) | (coverage < p.min_candidate_share) | (nameable <= 0)] = -np.inf
-            out.append((score, coverage, counts[i]))
+            out.append((score, coverage, (share + eps) / (other + eps)))
         return out
 
     # ------------------------------------------------------------------ names
@@ -163,11 +164,11 @@ class Namer:
         scored = self._score_children(children)
         taken_terms: list[int] = []
         taken_names: set[str] = {parent.name.lower()} if parent.name else set()
-        for child, (score, coverage, _) in zip(children, scored, strict=True):
+        for child, (score, coverage, lift) in zip(children, scored, strict=True):
             pool = [int(j) for j in np.argsort(-score, kind="stable")[: p.candidate_pool]
                     if np.isfinite(score[j]) and score[j] > 0 and not index.words[j] <= banned]
             child.ranked = pool
-            chosen = self._choose(pool, score, coverage, child, taken_terms, taken_names)
+            chosen = self._choose(pool, score, coverage, lift, child, taken_terms, taken_names)
             child.terms = chosen
             name = self._render(chosen) if chosen else self._fallback(child)
             name = _clean(name, p.max_name_chars)
@@ -185,7 +186,7 @@ class Namer:
             said = frozenset().union(*(self.index.words[j] for j in shared)) if shared else frozenset()
             self._name_children(child, banned | said)
 
-    def _choose(self, pool: list[int], score: np.ndarray, coverage: np.ndarray, child: Node,
+    def _choose(self, pool: list[int], score: np.ndarray, coverage: np.ndarray, lift: np.ndarray, child: Node,
                 taken_terms: list[int], taken_names: set[str]) -> list[int]:
         """The term columns of ``child``'s name."""
         p, index = self.params, self.index
@@ -200,7 +201,7 @@ class Namer:
         def mmr(j: int) -> float:
             return p.mmr_lambda * float(score[j]) / top - (1 - p.mmr_lambda) * self._similarity(j, taken_terms)
 
-        broad = [j for j in open_terms if coverage[j] >= p.name_coverage - _TOLERANCE]
+        broad = [j for j in open_terms if coverage[j] >= p.name_coverage - _TOLERANCE and lift[j] >= p.name_lift]
         if broad:
             first = max(broad, key=lambda j: (mmr(j), -j))
             longer = [j for j in open_terms if index.words[j] > index.words[first]
@@ -418,18 +419,24 @@ class Namer:
             child.description = opts[o]
 
     def _typical_passages(self, node: Node, count: int) -> list[str]:
-        """Snippets of the chunks nearest the node's centre (from different documents)."""
+        """Snippets of the chunks nearest the node's centre (from different documents; each a
+        different passage, mostly letters)."""
         sub = self.x[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
-        out, docs = [], set()
+        out: list[str] = []
+        docs = set()
         for r in np.argsort(-closeness, kind="stable"):
             row = int(node.members[r])
             if self.doc_of[row] in docs:
                 continue
-            docs.add(self.doc_of[row])
             item = self.items[row]
             snippet = make_snippet(item.text, item.title, self.params.passage_chars)
-            out.append(snippet if snippet.endswith((".", "…", "?", "!")) else snippet + ".")
+            snippet = snippet if snippet.endswith((".", "…", "?", "!")) else snippet + "."
+            shown = "".join(snippet.split())
+            if snippet in out or sum(ch.isalpha() for ch in shown) < self.params.passage_letter_share * len(shown):
+                continue
+            docs.add(self.doc_of[row])
+            out.append(snippet)
             if len(out) >= count:
                 break
         return out

@@ -97,6 +97,10 @@ class TreeParams:
     candidate_pool: int = 40
     #: A name must cover at least half the node: then most of what a reader finds there fits it.
     name_coverage: float = 0.5
+    #: ... and be found at least twice as often in the node as in its siblings (share over share):
+    #: a word every part uses ("information", "working") covers a node without telling it apart, so
+    #: such a node is named as a grab-bag, by the distinctive terms that together cover it.
+    name_lift: float = 2.0
     #: When the first term covers less than this, a second, different term may join it (``A & B``).
     second_term_below: float = 0.75
     #: ... when it adds at least this much coverage ...
@@ -168,6 +172,9 @@ class TreeParams:
     #: quotes, and their length: a passage says what the node holds in the text's own words.
     description_passages: int = 1
     passage_chars: int = 100
+    #: Least share of letters among a quoted passage's non-space characters: below it the passage
+    #: is a rule of slashes, a table of numbers or a line of code, which reads as no example.
+    passage_letter_share: float = 0.5
     #: Children a parent's description lists.
     description_children: int = 4
     #: Longest example title shown before it is cut.
