@@ -147,11 +147,12 @@ class Namer:
                 other = self.background
             eps = p.share_smoothing
             nameable = self._nameable(child)
-            score = share * np.log((share + eps) / (other + eps)) * nameable
+            lift = (share + eps) / (other + eps)
+            score = share * np.log(lift) * nameable
             coverage = covered[i] / max(sizes[i], _TOLERANCE)
             needed = min(p.min_chunks, len(child.members))
             score[(counts[i] < needed) | (coverage < p.min_candidate_share) | (nameable <= 0)] = -np.inf
-            out.append((score, coverage, (share + eps) / (other + eps)))
+            out.append((score, coverage, lift))
         return out
 
     # ------------------------------------------------------------------ names
