@@ -45,11 +45,29 @@ def test_each_preset_runs_its_stages(kb) -> None:
     assert {"dense", "keyword"} & set(default.hits[0].explain)
     thorough = kb.search("refund within 7 days", preset="thorough", explain=True, k=3)
     top = thorough.hits[0].explain
-    assert {"smoothed", "prf_dense", "prf_keyword", "prf_fused", "tree"} <= set(top), top
+    assert {"smoothed", "prf_dense", "prf_keyword", "prf_fused"} <= set(top), top
+    assert "tree" not in top  # the tree lift measured no gain; no shipped preset runs it
     assert thorough.expansion and abs(sum(thorough.expansion.values()) - 1.0) < 1e-6
     assert "refund" in thorough.expansion  # the original query keeps its weight
     assert [h.explain["final_rank"] for h in thorough.hits] == [1, 2, 3]
     assert kb.search("refund", preset="thorough").hits[0].explain is None  # only on request
+
+
+def test_a_preset_with_a_tree_lift_scores_hits_by_their_leaf(kb, monkeypatch) -> None:
+    from dataclasses import replace
+
+    from knowtology_cli.retrieval import presets
+
+    monkeypatch.setitem(presets.PRESETS, "default", replace(presets.PRESETS["default"], tree_lift=0.25))
+    hits = kb.search("refund within 7 days", explain=True, k=5).hits
+    leaf = {m.chunk_id: m.path for m in kb.tree.mappings(kb._collection(None))}
+    assert leaf, "the agent store has a tree"
+    by_leaf: dict[str, set[float]] = {}
+    for h in hits:  # a hit's score is its fused score lifted by λ × its leaf's mean score
+        assert h.score == pytest.approx(h.explain["fused"] + 0.25 * h.explain["tree"], abs=1e-4)
+        if h.chunk_id in leaf:
+            by_leaf.setdefault(leaf[h.chunk_id], set()).add(h.explain["tree"])
+    assert all(len(scores) == 1 for scores in by_leaf.values()), by_leaf  # one score per leaf
 
 
 def test_bad_preset_mode_and_reranker_are_clear_errors(kb, agent_store_copy) -> None:
