@@ -2,8 +2,9 @@
 
 Not part of the product: it decided whether the MaxP stage (``benchmarks.maxp``) joins the ``thorough`` preset.
 Each variant rescores the top N of the current thorough ranking (hybrid + RM3/Rocchio feedback fused
-with the first pass + tree lift, exactly as ``KnowledgeBase.search`` runs it) by each chunk's best
-sentence-window cosine (Dai & Callan 2019), fused min-max with equal weights; the tail keeps its order.
+with the first pass, + the tree lift when the preset has one, exactly as ``KnowledgeBase.search`` runs
+it) by each chunk's best sentence-window cosine (Dai & Callan 2019), fused min-max with equal weights;
+the tail keeps its order.
 
 The grid, written down before any run (nothing else is tried):
   N ∈ {20, 50} × window ∈ {1 sentence; 3 sentences, stride 2}; the MaxP list weighs what every other
@@ -72,7 +73,8 @@ def run(name: str, rules: dict[str, WindowRule]) -> tuple[dict[str, float], dict
         thorough = PRESETS["thorough"]
         ranking = retrieve(store, COLLECTION, text, mode="hybrid", preset=thorough, k=K,
                            embed_query=lambda _t, v=qvec: v).ranking
-        ranking, _ = tree_lift(ranking, leaf, thorough.tree_lift)
+        if thorough.tree_lift > 0 and leaf:  # as KnowledgeBase.search: no lift, no re-sort
+            ranking, _ = tree_lift(ranking, leaf, thorough.tree_lift)
         runs["default"][qid] = to_run(default, doc_of)
         runs["thorough (current)"][qid] = to_run(ranking, doc_of)
         heads[qid] = (qvec, ranking)

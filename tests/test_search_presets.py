@@ -5,6 +5,7 @@ from __future__ import annotations
 # ruff: noqa: F811
 import json
 import os
+from dataclasses import replace
 
 import pytest
 from _agent_fixtures import CHUNKS, agent_store, agent_store_copy, env, kt  # noqa: F401
@@ -12,6 +13,7 @@ from _agent_fixtures import CHUNKS, agent_store, agent_store_copy, env, kt  # no
 from knowtology_cli import KnowledgeMapTools
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.kb import KnowledgeBase
+from knowtology_cli.retrieval import presets
 from knowtology_cli.retrieval.rerank import Candidate, Reranker
 from knowtology_cli.stores.base import ScoredId
 
@@ -54,10 +56,6 @@ def test_each_preset_runs_its_stages(kb) -> None:
 
 
 def test_a_preset_with_a_tree_lift_scores_hits_by_their_leaf(kb, monkeypatch) -> None:
-    from dataclasses import replace
-
-    from knowtology_cli.retrieval import presets
-
     monkeypatch.setitem(presets.PRESETS, "default", replace(presets.PRESETS["default"], tree_lift=0.25))
     hits = kb.search("refund within 7 days", explain=True, k=5).hits
     leaf = {m.chunk_id: m.path for m in kb.tree.mappings(kb._collection(None))}
