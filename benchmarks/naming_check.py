@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _open(name: str) -> tuple[Any, Path | None]:
-    if name == "sample_corpus":
-        kb, _, _ = open_documents_store(ROOT / "sample_corpus", "local")
+    if name == "sample_corpus" or Path(name).is_dir() and not (Path(name) / "corpus.jsonl").is_file():
+        kb, _, _ = open_documents_store(ROOT / name if name == "sample_corpus" else Path(name), "local")
         return kb, None
     ds = load_dataset(name)
     kb, _, _ = open_store(ds, "local")
@@ -50,7 +50,7 @@ def measure(name: str, rename: bool, plain: bool = False) -> dict[str, Any]:
         pass
     shapes = cache_root() / "naming-check"
     shapes.mkdir(parents=True, exist_ok=True)
-    shape_file = shapes / f"{name}.json"
+    shape_file = shapes / f"{Path(name).name}.json"
     t0 = time.perf_counter()
     if rename and shape_file.is_file():
         leaf_of = json.loads(shape_file.read_text())

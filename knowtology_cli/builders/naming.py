@@ -310,7 +310,9 @@ class Namer:
     # ------------------------------------------------------------------ descriptions
 
     def _describe(self, node: Node) -> None:
-        if self.vectors is not None and len(node.children) > 1 and node.level < self.params.routed_description_levels:
+        p = self.params
+        if (self.vectors is not None and len(node.children) > 1 and node.level < p.routed_description_levels
+                and len(node.members) >= p.routed_min_chunks * len(node.children)):
             self._describe_by_routing(node)
         else:
             for child in node.children:
@@ -322,9 +324,11 @@ class Namer:
         """Plain sentences: what the node is about beyond its name, its parts and example titles."""
         return " ".join(self._parts(node))
 
-    def _parts(self, node: Node, more: int = 1) -> list[str]:
+    def _parts(self, node: Node, more: int = 1, *, passages: int | None = None,
+               space: np.ndarray | None = None) -> list[str]:
         """The sentences of a full description, in order (each may be missing); ``more`` times the
-        usual number of example titles and passages."""
+        usual number of example titles and passages (``passages`` times, when given, for the
+        passages, chosen nearest the centre in ``space``)."""
         p, index = self.params, self.index
         said = set(_words_of(node.name))
         terms: list[str] = []
@@ -347,19 +351,24 @@ class Namer:
         titles = self._example_titles(node, p.description_titles * more, skip=said_names)
         if titles:
             sentences.append(f"Includes {_and(titles)}.")
-        typical = self._typical_passages(node, p.description_passages * more)
+        typical = self._typical_passages(node, p.description_passages * (passages or more), space)
         if typical:
             sentences.append("For example: " + " ".join(typical))
         return sentences
 
     def _variants(self, node: Node) -> list[str]:
-        """Candidate descriptions: the full one first, each with one sentence left out, and one with
-        twice the example titles and passages (more of the node's typical content)."""
+        """Candidate descriptions: the full one first, each with one sentence left out, ones with two
+        up to ``description_richest`` times the example titles and passages (more of the node's
+        typical content), and one quoting that many passages nearest the node's centre as the
+        embedder sees it (the space routing, and search, compare in)."""
+        p = self.params
         parts = self._parts(node)
         out = [" ".join(parts)]
         if len(parts) > 1:
             out += [" ".join(parts[:i] + parts[i + 1:]) for i in range(len(parts))]
-        out.append(" ".join(self._parts(node, more=2)))
+        out += [" ".join(self._parts(node, more=m)) for m in range(2, p.description_richest + 1)]
+        if self.vectors is not None:
+            out.append(" ".join(self._parts(node, passages=p.description_richest, space=self.vectors)))
         return list(dict.fromkeys(out))
 
     def _describe_by_routing(self, parent: Node) -> None:
@@ -419,10 +428,10 @@ class Namer:
         for child, opts, o in zip(kids, options, pick, strict=True):
             child.description = opts[o]
 
-    def _typical_passages(self, node: Node, count: int) -> list[str]:
+    def _typical_passages(self, node: Node, count: int, space: np.ndarray | None = None) -> list[str]:
         """Snippets of the chunks nearest the node's centre (from different documents; each a
-        different passage, mostly letters)."""
-        sub = self.x[node.members]
+        different passage, mostly letters); the centre in ``space``, by default the clustering features."""
+        sub = (self.x if space is None else space)[node.members]
         closeness = sub @ _normalise(sub.sum(axis=0))
         out: list[str] = []
         docs = set()

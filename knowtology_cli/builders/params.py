@@ -183,10 +183,18 @@ class TreeParams:
     #: on routing accuracy); it stops earlier when a round changes nothing. Each round is cheap
     #: (the variants are embedded once); 2 lets a choice react to its siblings' first choices.
     description_passes: int = 2
-    #: Levels whose descriptions are chosen by routing (1 = the top-level nodes, where browsing and
-    #: routing start). Deeper sibling groups are small: on documents held out of the choice it gained
-    #: nothing at level 2 and lost at level 3 (docs/benchmarks.md §4), so there the full description stays.
-    routed_description_levels: int = 1
+    #: The richest description variants tried (``Namer._variants``) quote up to this many times the
+    #: usual example titles and passages. Three gained level-1 routing over two on documents held
+    #: out of the choice (Cranfield, a programming book); four gained nothing over three
+    #: (docs/benchmarks.md §4).
+    description_richest: int = 3
+    #: Levels whose descriptions are chosen by routing: all three. Measured on documents held out
+    #: of the choice (docs/benchmarks.md §4) it gains at every level once the variants include
+    #: the passages nearest the node's centre as the embedder sees it (``Namer._variants``) ...
+    routed_description_levels: int = 3
+    #: ... in sibling groups holding at least this many chunks per child: in smaller ones one chunk
+    #: moves a child's accuracy by a tenth or more, and choices fitted there lost on held-out chunks.
+    routed_min_chunks: int = 10
 
 
 DEFAULT_PARAMS = TreeParams()
