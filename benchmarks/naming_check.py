@@ -5,6 +5,7 @@ exist, level-1 AMI/NMI — the figures of ``kt bench tree`` without writing a tr
     python -m benchmarks.naming_check adi sample_corpus medline cranfield cacm scifact
     python -m benchmarks.naming_check cacm --rename   # keep the last built shape, only re-name it
     python -m benchmarks.naming_check cranfield --heldout  # choose on 2/3 of the documents, measure on 1/3
+    python -m benchmarks.naming_check path/to/docs/        # a folder of documents, ingested like sample_corpus
 
 Stores are the ``kt bench`` scratch stores (``KNOWTOLOGY_BENCH_CACHE``), opened read-only; the
 built shapes are cached under ``$KNOWTOLOGY_BENCH_CACHE/naming-check`` so ``--rename`` measures a

@@ -605,6 +605,26 @@ def test_descriptions_chosen_with_the_embedder_route_chunks_at_least_as_well_and
         assert category.description.split(" ", 1)[0] in {"About", "Covers", "Includes", "For"}
 
 
+def test_descriptions_are_chosen_only_in_sibling_groups_with_enough_chunks(corpus) -> None:
+    """`routed_min_chunks` per child: below it a group keeps the full descriptions (a choice fitted to
+    a handful of chunks does not carry); at or above it, deeper levels are chosen too."""
+    from dataclasses import replace
+
+    items, _, vectors, plain = corpus
+    embedder = get_embedder("hash")
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.stack([embedder.embed_query(t) for t in texts])
+
+    none = build_cluster_tree(items, vectors, embed_names=embed,
+                              params=replace(DEFAULT_PARAMS, routed_min_chunks=len(items) + 1))
+    assert [(c.path, c.description) for c in none.categories] == [(c.path, c.description) for c in plain.categories]
+    every = build_cluster_tree(items, vectors, embed_names=embed, params=replace(DEFAULT_PARAMS, routed_min_chunks=1))
+    changed = {c.path.count("/") + 1 for c, p in zip(every.categories, plain.categories, strict=True)
+               if c.description != p.description}
+    assert changed - {1}, "no description below level 1 was chosen by routing"
+
+
 def test_an_unavailable_embedder_leaves_the_full_descriptions(corpus) -> None:
     from knowtology_cli.errors import EmbeddingError
 
