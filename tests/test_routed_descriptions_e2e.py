@@ -50,9 +50,12 @@ def test_kt_build_picks_descriptions_that_route_at_least_as_well_as_the_full_one
     changed = [n for n in nodes if n.description != full[n.path][1]]
     assert changed
     # only in sibling groups with at least `routed_min_chunks` chunks per child
+    def parent(path: str) -> str:
+        return path.rsplit("/", 1)[0] if "/" in path else ""
+
     groups: dict[str, list[int]] = {}
     for n in nodes:
-        groups.setdefault(n.path.rsplit("/", 1)[0] if "/" in n.path else "", []).append(n.chunk_count)
+        groups.setdefault(parent(n.path), []).append(n.chunk_count)
     for n in changed:
-        sizes = groups[n.path.rsplit("/", 1)[0] if "/" in n.path else ""]
+        sizes = groups[parent(n.path)]
         assert sum(sizes) >= DEFAULT_PARAMS.routed_min_chunks * len(sizes), n.path

@@ -360,15 +360,15 @@ class Namer:
         """Candidate descriptions: the full one first, each with one sentence left out, ones with two
         up to ``description_richest`` times the example titles and passages (more of the node's
         typical content), and one quoting that many passages nearest the node's centre as the
-        embedder sees it (the space routing, and search, compare in)."""
+        embedder sees it (the space routing, and search, compare in). Only `_describe_by_routing`
+        asks, when the chunks' vectors are known."""
         p = self.params
         parts = self._parts(node)
         out = [" ".join(parts)]
         if len(parts) > 1:
             out += [" ".join(parts[:i] + parts[i + 1:]) for i in range(len(parts))]
         out += [" ".join(self._parts(node, more=m)) for m in range(2, p.description_richest + 1)]
-        if self.vectors is not None:
-            out.append(" ".join(self._parts(node, passages=p.description_richest, space=self.vectors)))
+        out.append(" ".join(self._parts(node, passages=p.description_richest, space=self.vectors)))
         return list(dict.fromkeys(out))
 
     def _describe_by_routing(self, parent: Node) -> None:
