@@ -333,22 +333,30 @@ def _absorb_headings(drafts: list[_Draft], maximum: int, encoding: str) -> tuple
 
 
 def _merge_small_neighbours(drafts: list[_Draft], target: int, encoding: str) -> list[_Draft]:
-    """Join adjacent drafts under a common heading while they fit the target together.
+    """Join adjacent drafts under a common heading while they fit the target together, deepest
+    common heading first.
 
-    The merged draft keeps the common part of the trails (``A › B`` + ``A › C`` -> ``A``); drafts
-    sharing no heading (different top-level sections) stay apart.
+    One left-to-right pass per heading depth, from the deepest trail up: first the parts of one
+    subsection join, then whole subsections of one section, and so on. A chunk thus holds whole
+    sections where they fit, not the tail of one section and the head of the next (an API page of
+    many short entries gets one chunk per entry, titled by it). The merged draft keeps the common
+    part of the trails (``A › B`` + ``A › C`` -> ``A``); drafts sharing no heading (different
+    top-level sections) stay apart. Text under no heading at all is packed in one pass, in order.
     """
-    out: list[_Draft] = []
-    for draft in drafts:
-        previous = out[-1] if out else None
-        if previous is not None:
-            common = _common_prefix(previous.trail, draft.trail)
-            related = bool(common) or (not previous.trail and not draft.trail)
-            if related and _fits(previous.pieces + draft.pieces, target, encoding):
-                out[-1] = _Draft(common, previous.pieces + draft.pieces)
-                continue
-        out.append(draft)
-    return out
+    deepest = max((len(d.trail) for d in drafts), default=0)
+    for depth in range(deepest, -1, -1):
+        out: list[_Draft] = []
+        for draft in drafts:
+            previous = out[-1] if out else None
+            if previous is not None:
+                common = _common_prefix(previous.trail, draft.trail)
+                related = bool(common) or (not previous.trail and not draft.trail)
+                if related and len(common) >= depth and _fits(previous.pieces + draft.pieces, target, encoding):
+                    out[-1] = _Draft(common, previous.pieces + draft.pieces)
+                    continue
+            out.append(draft)
+        drafts = out
+    return drafts
 
 
 def split_document(

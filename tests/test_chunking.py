@@ -112,6 +112,24 @@ def test_small_sibling_sections_are_packed_with_their_common_heading() -> None:
     assert chunk.text == text.strip()
 
 
+def _entry(name: str, extra: str = "") -> str:
+    return (f"## {name}\n\nThe {name} lint checks one thing in the code you write.{extra}\n\n"
+            f"### Example\n\nCalling {name} twice gives a warning on the second call.\n\n"
+            f"### Explanation\n\nThe {name} rule keeps programs safe and clear.\n\n")
+
+
+@pytest.mark.parametrize("target", [70, 80])
+def test_whole_sections_are_packed_before_neighbouring_ones(target: int) -> None:
+    """A reference page of short entries: each entry's parts join first, so no chunk holds the tail
+    of one entry and the head of the next (packing left to right would, under the page's title)."""
+    text = "# Lints\n\n" + _entry("alpha") + _entry("beta", " It is on by default and cannot be off.") + _entry("gamma")
+    chunks = chunk_document(parse(text, name="lints.md"), file_name="lints.md", target_tokens=target,
+                            max_tokens=target + 20).chunks
+    assert [c.title for c in chunks] == ["Lints › alpha", "Lints › beta", "Lints › gamma"]
+    for chunk, name in zip(chunks, ["alpha", "beta", "gamma"], strict=True):
+        assert chunk.text.count("### Example") == 1 and chunk.text.count(f"The {name} rule") == 1
+
+
 def test_top_level_sections_are_not_packed_together() -> None:
     text = "# Returns\n\nWithin 7 days.\n\n# Shipping\n\nWorldwide.\n"
     chunks = split_document(text, file_name="faq.md")
