@@ -165,6 +165,30 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     assert "only/index.rst: no text to index, only markup or headings" in refused.stderr
 
 
+def test_restructuredtext_saved_as_txt_is_read_as_restructuredtext(tmp_path: Path) -> None:
+    """Django's and many Sphinx projects' sources are .txt files written in reST: their directives and
+    roles are markup, their adorned titles sections, while a plain .txt in the same folder stays text."""
+    root = tmp_path / "docs"
+    (root / "topics").mkdir(parents=True)
+    (root / "topics" / "queries.txt").write_text(
+        "==============\nMaking queries\n==============\n\n.. currentmodule:: shop.models\n\n"
+        "Once you have created your :doc:`data models </topics/models>`, call :meth:`Order.refund`.\n\n"
+        "Saving changes\n==============\n\nTo save changes to an object, use :meth:`~Model.save`.\n\n"
+        ".. code-block:: python\n\n    order.save()\n")
+    (root / "notes.txt").write_text("Meeting notes\n\nWe spoke about refunds .. and agreed on 7 days.\n")
+    store = tmp_path / "store"
+    done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    read = kt("read", "docs/topics/queries.txt#0", "docs/notes.txt#0", "--json", store=store)
+    assert read.returncode == 0, read.stderr
+    chunks = {c["chunk_id"]: c for c in json.loads(read.stdout)["chunks"]}
+    rst = chunks["docs/topics/queries.txt#0"]
+    assert rst["section"] == "Making queries" and "Saving changes" in rst["text"]
+    assert "Order.refund" in rst["text"] and "order.save()" in rst["text"]
+    assert not any(m in rst["text"] for m in (":meth:", ":doc:", "currentmodule", "code-block", "===="))
+    assert chunks["docs/notes.txt#0"]["text"] == "Meeting notes\n\nWe spoke about refunds .. and agreed on 7 days."
+
+
 def test_redirect_pages_are_listed_and_a_moved_page_leaves_with_prune(corpus: Path, tmp_path: Path) -> None:
     """A generated site keeps a stub at a moved page's old address that only redirects (meta refresh,
     no delay): it is listed, not indexed, so "Redirecting to…" never fills a node of the map or a

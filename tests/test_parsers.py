@@ -351,6 +351,13 @@ def test_plain_text_paragraphs_and_underlined_headings() -> None:
     ("export.txt", "text/html; charset=utf-8", None, "html"),
     ("saved.txt", None, b"\n<!DOCTYPE html><html><body>x</body></html>", "html"),
     ("scan.bin", None, b"%PDF-1.7\n", "pdf"),
+    # reStructuredText saved as .txt (Django's docs): two directives or roles say so ...
+    ("models.txt", None, b"Models\n======\n\n.. module:: db.models\n\nSee :class:`Model`.\n", "rst"),
+    ("fields.txt", "text/plain", b"Fields\n======\n\nUse :attr:`null` and :attr:`blank`.\n", "rst"),
+    # ... one alone, dots, colons and backquotes of plain prose do not.
+    ("todo.txt", None, b"TODO\n====\n\n.. and then: ratio 1:2, the `quoted` word.\n", "text"),
+    ("mail.txt", None, b"Re: :role:`once` in a mail.\n\nRegards .. J.\n", "text"),
+    ("page.md", None, b"See :func:`a` and :func:`b`.\n", "markdown"),
     ("archive.zip", None, None, None),
     ("data.jsonl", None, None, None),
 ])

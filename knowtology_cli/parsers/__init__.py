@@ -46,6 +46,17 @@ _CONTENT_TYPES: dict[str, str] = {
 DOCUMENT_FORMATS = frozenset(_CONTENT_TYPES.values())
 _EXTRAS = {"html": ("html", "lxml"), "pdf": ("pdf", "pypdfium2")}
 _HTML_START = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.I | re.S)
+#: reStructuredText markup that plain text does not hold by chance: a directive, hyperlink target or
+#: substitution definition opening a line (``.. note::``, ``.. _label:``), or interpreted text with a
+#: role (``:func:`parse```).
+_RST_MARKUP = re.compile(
+    rb"^[ \t]*\.\. (?:[A-Za-z][\w.+-]*::|_[^:\n]+:|\|[^|\n]+\|[ \t]+[\w-]+::)"
+    rb"|:[A-Za-z][\w.+-]*(?::[\w.+-]+)?:`[^`\n]+`",
+    re.M,
+)
+#: A ``.txt`` file whose first bytes hold this many such constructs is reStructuredText: Django's
+#: and many Sphinx projects' sources are ``.txt``. One alone could be a coincidence.
+_RST_EVIDENCE = 2
 
 
 def display_name(file_name: str) -> str:
@@ -69,7 +80,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     Args:
         name: the file's name or path; compound extensions count (``a.rst.txt`` is reST).
         content_type: a MIME type (``text/html; charset=utf-8``), which wins when it is known.
-        head: the file's first bytes, to recognise a PDF or an HTML page behind another name.
+        head: the file's first bytes, to recognise a PDF or an HTML page behind another name, and a
+            ``.txt`` file written in reStructuredText (its directives and roles).
     """
     if content_type:
         known = _CONTENT_TYPES.get(content_type.split(";", 1)[0].strip().lower())
@@ -86,7 +98,19 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
             return "pdf"
         if by_name in (None, "text") and _HTML_START.match(head[:4096]):
             return "html"
+        if by_name == "text" and _looks_like_rst(head[:4096]):
+            return "rst"
     return by_name
+
+
+def _looks_like_rst(head: bytes) -> bool:
+    """Whether a text file's first bytes are written in reStructuredText (`_RST_EVIDENCE` constructs)."""
+    found = 0
+    for _ in _RST_MARKUP.finditer(head):
+        found += 1
+        if found >= _RST_EVIDENCE:
+            return True
+    return False
 
 
 def _parser(fmt: str) -> Callable[..., Document]:
@@ -165,7 +189,7 @@ def parse(
     else:
         label = name or "<document>"
         data = source
-    head = data[:4096] if isinstance(data, bytes) else None
+    head = data[:4096] if isinstance(data, bytes) else data[:4096].encode("utf-8", "replace")
     fmt = format or detect_format(label, content_type=content_type, head=head)
     if fmt is None:
         raise ConfigError(
