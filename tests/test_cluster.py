@@ -331,6 +331,18 @@ def test_terms_share_stems_and_keep_identifiers_and_acronyms_as_written() -> Non
     assert join_names(["Comets", "Ovens", "Routers"]) == "Comets, Ovens & Routers"
 
 
+def test_a_name_led_by_an_acronym_is_one_identifier_and_a_plural_acronym_a_word() -> None:
+    """CMake, SQLite, OAuth are single names as written (before: "C" + "Make", "SQ" + "Lite"); APIs and
+    URLs stay the plural of the words API and URL."""
+    texts = ["CMake builds SQLite; OAuth tokens guard the APIs and their URLs."] * 3 + ["Ovens bake bread."] * 3
+    index = build_term_index(texts, [""] * 6, ["build.md"] * 3 + ["oven.md"] * 3)
+    shown = dict(zip(index.terms, index.display, strict=True))
+    for key, written in (("cmake", "CMake"), ("sqlite", "SQLite"), ("oauth", "OAuth")):
+        assert shown[key] == written and index.ident[index.terms.index(key)], key
+    assert not index.ident[index.terms.index("api")] and not index.ident[index.terms.index("url")]
+    assert "make" not in index.terms and "lite" not in index.terms
+
+
 def test_a_word_mostly_before_a_determiner_reads_as_a_verb_and_names_less_well() -> None:
     texts = ["Planting the seeds takes a minute; planting a seed twice is fine."] * 3 + ["The seeds arrived."] * 3
     texts += ["Bread rises."] * 2

@@ -29,6 +29,11 @@ def test_markdown_syntax_is_stripped_and_the_section_title_prefixed() -> None:
         assert mark not in snippet
 
 
+def test_a_heading_ending_in_a_colon_is_prefixed_with_one_colon() -> None:
+    text = "### Within 24 hours (Class I and II):\n\nGenerate the customer list and call each customer."
+    assert make_snippet(text) == "Within 24 hours (Class I and II): Generate the customer list and call each customer."
+
+
 def test_boilerplate_lines_are_skipped() -> None:
     text = "Table of contents\n\nLast updated: 2026-01-01\n\nDrivers must keep frozen goods below -18 °C at all times."
     assert make_snippet(text) == "Drivers must keep frozen goods below -18 °C at all times."

@@ -293,6 +293,7 @@ def make_snippet(text: str, title: str = "", max_chars: int = 120) -> str:
         label = section
     else:
         label = title if _informative_title(title) else ""
+    label = label.rstrip(" :")  # a heading ending in a colon would read "Heading:: sentence"
     body = ""
     for _, sentence in chosen[: SNIPPET_PARAMS.max_sentences]:
         glue = " " if not body or body[-1] in ".!?:;" else "; "

@@ -77,10 +77,12 @@ _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 # ("Options --locked" is no phrase) end a phrase.
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|(?:^|\s)--?(?=[A-Za-z])|\n")
 # Identifiers first (snake_case, dotted.names, kebab codes with a digit, camelCase, MixedCase,
+# MixedCase led by an acronym such as CMake, SQLite, OAuth (but not a plural acronym: APIs),
 # words with digits), then plain words (with an apostrophe ending); hyphenated words split.
 _TOKEN = re.compile(
     r"(?P<ident>[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
-    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z]+\d[A-Za-z0-9]*)"
+    r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}(?:[a-z]{2,}|[a-z][A-Z])[A-Za-z0-9]*"
+    r"|[A-Za-z]+\d[A-Za-z0-9]*)"
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
