@@ -17,7 +17,7 @@ from knowtology_cli.builders.cluster import (
     leaf_centroids,
     spherical_kmeans,
 )
-from knowtology_cli.builders.naming import Namer, Node
+from knowtology_cli.builders.naming import Namer, Node, _clean
 from knowtology_cli.builders.params import DEFAULT_PARAMS, TreeParams
 from knowtology_cli.builders.terms import (
     PHRASE,
@@ -463,6 +463,24 @@ def test_a_grab_bag_is_named_by_terms_that_together_cover_it_not_by_its_largest_
     (bag,) = [p for p, n in nodes.items() if len(n.members) == 12]
     assert bag != "Oven care" and " & " in bag, bag
     assert nodes[bag].coverage >= DEFAULT_PARAMS.name_coverage, (bag, nodes[bag].coverage)
+
+
+def test_a_name_too_long_for_max_name_chars_loses_whole_terms_never_part_of_a_word() -> None:
+    rng = random.Random(2)
+    items = _docs({
+        "bag1": ("", 5, "configure_network_interfaces_now oven dough flour butter sugar bake yeast"),
+        "bag2": ("", 4, "synchronise_database_replicas router packet latency bandwidth firewall"),
+        "bag3": ("", 3, "rotate_certificate_authorities telescope galaxy nebula orbit planet comet"),
+        "eng1": ("Engines", 6, "engine turbine piston fuel exhaust thrust nozzle compressor blade"),
+        "bio1": ("Cells", 6, "cell protein membrane enzyme nucleus gene ribosome mitochondria"),
+    }, rng)
+    nodes = _name_fixed_tree(items, ["bag", "eng", "bio"])
+    (bag,) = [p for p, n in nodes.items() if len(n.members) == 12]
+    words = {w for text in ("configure_network_interfaces_now synchronise_database_replicas "
+                            "rotate_certificate_authorities",) for w in text.split()}
+    assert len(bag) <= DEFAULT_PARAMS.max_name_chars
+    assert all(part in words for part in re.split(r", | & ", bag)), bag  # whole identifiers only
+    assert _clean("Appendix " + "word " * 20, 30) == "Appendix word word word word…"
 
 
 def test_a_word_every_part_uses_does_not_name_one_part_for_covering_it() -> None:

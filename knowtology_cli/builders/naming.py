@@ -228,8 +228,9 @@ class Namer:
             if not chosen:
                 chosen = [max(open_terms, key=lambda j: (mmr(j), -j))]
         child.coverage = self._covered(child, chosen)
-        while len(chosen) > 1 and sum(_content_words(index.display[j]) for j in chosen) > p.max_name_words:
-            chosen.pop()
+        while len(chosen) > 1 and (sum(_content_words(index.display[j]) for j in chosen) > p.max_name_words
+                                   or len(self._render(chosen)) > p.max_name_chars):
+            chosen.pop()  # whole terms go, so a long name is never cut inside a word
         return chosen
 
     def _nameable(self, node: Node) -> np.ndarray:
@@ -498,8 +499,13 @@ def _content_words(display: str) -> int:
 
 
 def _clean(name: str, limit: int) -> str:
+    """One line without slashes, at most ``limit`` characters: a longer name (one long heading) is
+    cut at a word boundary and ends with an ellipsis."""
     name = re.sub(r"\s+", " ", _SLASH.sub(" ", name)).strip()
-    return name[:limit].rstrip() or FALLBACK_NAME
+    if len(name) > limit:
+        cut = name[: limit - 1]
+        name = (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;&-") + "…"
+    return name or FALLBACK_NAME
 
 
 def _set_paths(node: Node) -> None:
