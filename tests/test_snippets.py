@@ -65,6 +65,15 @@ def test_tables_code_and_lists() -> None:
     assert clean_markdown("## Head\n\n*Body* with `code` and ![img](x.png)") == "Head Body with code and img"
 
 
+def test_a_list_item_with_pipes_is_not_a_table_row() -> None:
+    # API references write union types with pipes: {string|Buffer|URL}; a table without a leading
+    # pipe still reads as one
+    item = "* `path` {string|Buffer|URL|integer} filename or file descriptor"
+    assert make_snippet(item) == "path {string|Buffer|URL|integer} filename or file descriptor"
+    assert make_snippet("Product | Window | Note\n---|---|---\nDairy | 48 hours | chilled") == (
+        "Product; Window; Note; Dairy; 48 hours; chilled")
+
+
 @pytest.mark.parametrize("text", ["   ", "\n\n", "\x00\x01", "***", "---", "#", "| |"])
 def test_never_empty_for_non_empty_text(text: str) -> None:
     snippet = make_snippet(text)

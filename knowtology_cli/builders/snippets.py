@@ -185,7 +185,7 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
         if _RULE.match(line) or _TABLE_SEP.match(line) or _ADORNMENT.match(line):
             flush()
             continue
-        if line.startswith("|") or (line.count("|") >= 2 and not paragraph):
+        if line.startswith("|") or (line.count("|") >= 2 and not paragraph and not _LIST_MARK.match(line)):
             flush()
             cells = [one_line(_inline(c)) for c in line.strip("|").split("|")]
             row = "; ".join(c for c in cells if c)
