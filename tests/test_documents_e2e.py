@@ -250,3 +250,18 @@ def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: P
     again = json.loads(kt("read", "site/print.md#1", "site/bread.md#0", "--json", store=store).stdout)["chunks"]
     assert [(c["chunk_id"], c["already_read"]) for c in again] == [("site/print.md#1", True), ("site/bread.md#0", False)]
     assert json.loads(kt("read", "site/print.md#1", "--force", "--json", store=store).stdout)["chunks"][0]["text"]
+
+
+def test_grep_shows_the_heading_not_the_anchor_above_it(tmp_path: Path) -> None:
+    """Reference docs put ``<a id="NAME"></a>`` above each ``### `NAME` `` heading: the hit line
+    a reader gets is the heading that writes the name, for a regex and for keywords alike."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "errors.md").write_text(
+        "# Errors\n\nCodes the server raises.\n\n"
+        '<a id="ERR_REQUEST_TIMEOUT"></a>\n\n### `ERR_REQUEST_TIMEOUT`\n\nThe client took too long to send.\n')
+    store = tmp_path / "store"
+    assert kt("ingest", str(docs), "--embedder", "hash", store=store).returncode == 0
+    for args in (["--regex", "ERR_[A-Z_]+TIMEOUT"], ["request timeout"]):
+        hits = json.loads(kt("grep", *args, "--json", store=store).stdout)["hits"]
+        assert [h["snippet"] for h in hits] == ["### `ERR_REQUEST_TIMEOUT`"], args

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from .prf import stem
 
 _WORD = re.compile(r"[0-9A-Za-z]+")
+#: An HTML/XML tag written in Markdown (``<a id="ERR_X"></a>``): a match inside one is markup.
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 #: Characters of a keyword snippet (about a tree snippet's length, ~20 tokens).
 WINDOW = 100
 ELLIPSIS = "…"
@@ -52,14 +54,18 @@ def regex_matcher(pattern: str) -> Callable[[str], list[tuple[int, int, str]]]:
 
 
 def best_window(text: str, find: Callable[[str], list[tuple[int, int, str]]], width: int = WINDOW) -> Window | None:
-    """The line with the most distinct matches (then most matches, then earliest), cut to ``width``
-    characters around its densest run of matches; None when nothing in ``text`` matches."""
-    best: tuple[tuple[int, int, int], str, list[tuple[int, int, str]]] | None = None
+    """The line with the most distinct matches outside HTML tags (then most distinct matches, most
+    matches, earliest), cut to ``width`` characters around its densest run of matches; None when
+    nothing in ``text`` matches. An anchor such as ``<a id="ERR_X"></a>`` above a heading that
+    writes ``ERR_X`` loses to the heading."""
+    best: tuple[tuple[int, int, int, int], str, list[tuple[int, int, str]]] | None = None
     for number, line in enumerate(_lines(text)):
         found = find(line)
         if not found:
             continue
-        rank = (len({key for *_, key in found}), len(found), -number)
+        tags = [m.span() for m in _TAG.finditer(line)] if "<" in line else []
+        read = {key for s, e, key in found if not any(a <= s and e <= b for a, b in tags)}
+        rank = (len(read), len({key for *_, key in found}), len(found), -number)
         if best is None or rank > best[0]:
             best = (rank, line, found)
     if best is None:
