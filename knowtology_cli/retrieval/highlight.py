@@ -11,6 +11,7 @@ from .prf import stem
 _WORD = re.compile(r"[0-9A-Za-z]+")
 #: An HTML/XML tag written in Markdown (``<a id="ERR_X"></a>``): a match inside one is markup.
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+_ATX = re.compile(r"^#{1,6} (?=\S)")
 #: Characters of a keyword snippet (about a tree snippet's length, ~20 tokens).
 WINDOW = 100
 ELLIPSIS = "…"
@@ -75,8 +76,10 @@ def best_window(text: str, find: Callable[[str], list[tuple[int, int, str]]], wi
 
 
 def _lines(text: str) -> Iterable[str]:
+    """Each non-blank line, whitespace collapsed and a Markdown heading's leading ``#`` marks dropped
+    (``### `fs.readFile` `` shows as ``fs.readFile`` in backquotes; they say nothing and cost tokens)."""
     for raw in text.splitlines():
-        line = " ".join(raw.split())
+        line = _ATX.sub("", " ".join(raw.split()), count=1)
         if line:
             yield line
 
