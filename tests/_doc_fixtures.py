@@ -42,3 +42,23 @@ def write_two_page_pdf(path: Path) -> None:
     pdf.ln(6)
     pdf.multi_cell(0, 6, "A reading above 8 degrees C means the order is replaced, not delivered.")
     pdf.output(str(path))
+
+
+def write_lines_pdf(path: Path, pages: list[list[str]], headers: list[str] | None = None) -> None:
+    """A PDF of the given text lines, one list per page, each page under its running header (fpdf2).
+
+    Each line is its own text line, so a line ending in ``-`` is a hyphen at a line end to PDFium.
+    """
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", "", 11)
+    for number, lines in enumerate(pages):
+        pdf.add_page()
+        if headers and headers[number]:
+            pdf.set_font("Helvetica", "I", 8)
+            pdf.cell(0, 8, headers[number], align="C", new_x="LMARGIN", new_y="NEXT")
+            pdf.set_font("Helvetica", "", 11)
+        for line in lines:
+            pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))

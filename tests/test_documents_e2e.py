@@ -131,7 +131,7 @@ def test_shifted_lines_update_provenance_without_embedding_or_remapping(corpus: 
     assert (report.updated, report.embedded) == (1, 0)
     stored = {c.chunk_id: c for c in kb.vectors.get("default", ["docs/refunds.md#0", "docs/cold-chain.pdf#0"])}
     assert stored["docs/refunds.md#0"].metadata["parser"] == "markdown/99"
-    assert stored["docs/cold-chain.pdf#0"].metadata["parser"] == "pdf/1"
+    assert stored["docs/cold-chain.pdf#0"].metadata["parser"] == parsers.parser_version("pdf")
     kb.close()
 
 

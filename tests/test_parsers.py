@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _doc_fixtures import write_two_page_pdf
+from _doc_fixtures import write_lines_pdf, write_two_page_pdf
 
 from knowtology_cli.builders.snippets import make_snippet
 from knowtology_cli.chunking import chunk_document
@@ -320,6 +320,50 @@ def test_pdf_pages_outline_and_running_lines(tmp_path: Path) -> None:
     assert doc.dropped == 4  # the running header and the page number, on both pages
     chunks = chunk_document(doc, file_name="cold-chain.pdf").chunks
     assert [(c.title, c.unit, c.start, c.end) for c in chunks] == [("Cold Chain Manual", "page", 1, 2)]
+
+
+def test_pdf_chapter_running_headers_go_and_lines_repeated_twice_stay(tmp_path: Path) -> None:
+    # Each chapter's title heads its pages (a manual's running header); it is never on most pages, so
+    # only its run over nearby pages tells it from text. A body line at the top of two nearby pages
+    # (a reference repeating a parameter) is text.
+    path = tmp_path / "manual.pdf"
+    words = ["dock", "pallet", "van", "chiller", "door", "route", "driver"]
+    pages = [[f"The {word} is checked at stop {n}.", f"Every {word} log is signed.", f"No {word} waits."]
+             for n, word in enumerate(words, 1)]
+    pages[4].insert(0, "len: the buffer length in bytes.")
+    pages[5].insert(0, "len: the buffer length in bytes.")
+    write_lines_pdf(path, pages, headers=["Chilled goods"] * 4 + ["Returns and refunds"] * 3)
+    doc = parse(path)
+    text = "\n".join(b.text for _, b in blocks(doc))
+    assert "Chilled goods" not in text and "Returns and refunds" not in text
+    assert text.count("len: the buffer length in bytes.") == 2
+    assert all(f"No {word} waits." in text for word in words)
+    assert doc.dropped == 7
+
+
+@pytest.mark.parametrize(("lines", "expected"), [
+    # The document's own words decide: it writes "encoding" and "--gen-suppressions" elsewhere.
+    (["Libtasn1 does DER encod-", "ing of values. Encoding is fast.", "Use --gen-",
+      "suppressions=yes and then --gen-suppressions=all."],
+     ["DER encoding of values", "Use --gen-suppressions=yes"]),
+    # Without a word elsewhere: a break inside a word that has a hyphen already keeps it (a compound,
+    # an option); a plain word follows what the document did where it could tell, here split
+    # syllables ("encoding" is written whole elsewhere).
+    (["The day-to-", "day runs, the encod-", "ing step, and the pro-", "cessing step. Encoding is fast."],
+     ["day-to-day runs", "the encoding step", "the processing step"]),
+    # A document that breaks lines only at real hyphens ("pre-installed" is written whole elsewhere)
+    # keeps them in plain words too.
+    (["A pre-", "installed tool is a single-", "stage build. Each pre-installed tool is listed."],
+     ["A pre-installed tool is a single-stage build"]),
+])
+def test_pdf_line_end_hyphens_follow_the_documents_own_words(
+        tmp_path: Path, lines: list[str], expected: list[str]) -> None:
+    path = tmp_path / "hyphens.pdf"
+    write_lines_pdf(path, [lines])
+    text = " ".join(b.text for _, b in blocks(parse(path)))
+    assert "\ufffe" not in text
+    for phrase in expected:
+        assert phrase in text, text
 
 
 def test_damaged_pdf_is_an_input_error() -> None:

@@ -18,9 +18,19 @@ PARAGRAPH_GAP = 1.45
 RUNNING_SHARE = 0.5
 #: ... and on at least this many pages (a two-page PDF needs the line on both).
 RUNNING_MIN_PAGES = 2
+#: A chapter's running header repeats on pages near each other: a line at the edge of at least
+#: `RUNNING_RUN` pages, each at most `RUNNING_REACH` pages from the next (a book alternates two headers),
+#: is one. Two is not enough: a reference can repeat a parameter's line at two nearby page edges.
+RUNNING_REACH = 2
+RUNNING_RUN = 3
+#: PDFium's mark for a hyphen at the end of a line, whose line it joins to the next.
+LINE_END_HYPHEN = "\ufffe"
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
 _DIGITS = re.compile(r"\d+")
 _LINE = re.compile(r"[^\r\n]+")
+_LETTER = re.compile(r"[^\W\d_]")
+_WORDS = re.compile(r"[\w-]+")
+_BROKEN = re.compile(rf"([\w-]*){LINE_END_HYPHEN}([\w-]*)")
 
 
 def _open(data: bytes, name: str) -> Any:
@@ -43,7 +53,7 @@ def _page_lines(page: Any) -> list[tuple[str, float, float]]:
         text = text_page.get_text_range()
         rows: list[tuple[str, float, float]] = []
         for match in _LINE.finditer(text):
-            line = flow(match.group().replace("\ufffe", "").replace("\x02", ""))
+            line = flow(match.group().replace("\x02", ""))
             if not line:
                 continue
             first = match.start() + (len(match.group()) - len(match.group().lstrip()))
@@ -79,16 +89,81 @@ def _paragraphs(lines: list[tuple[str, float, float]], usual: float) -> list[lis
     return out
 
 
-def _running(pages: list[list[tuple[str, float, float]]]) -> set[str]:
-    """Digit-free forms of lines that head or foot most pages."""
-    if len(pages) < RUNNING_MIN_PAGES:
-        return set()
-    need = max(RUNNING_MIN_PAGES, RUNNING_SHARE * len(pages))
-    seen: Counter[str] = Counter()
+def _edge_keys(lines: list[tuple[str, float, float]]) -> set[str]:
+    """Digit-free forms of a page's first and last two lines (where headers and footers sit)."""
+    return {_DIGITS.sub("#", t.lower()) for t, _, _ in lines[:2] + lines[-2:]}
+
+
+def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
+    """Per page, the digit-free forms of its edge lines that are running headers or footers.
+
+    A line is one when it heads or foots most pages of the document (the title on every page), or,
+    with a letter in it, when it heads or foots a run of nearby pages (a chapter's title over each of
+    its pages; body text does not repeat at the same place page after page).
+    """
+    edges = [_edge_keys(lines) for lines in pages]
+    running: list[set[str]] = [set() for _ in pages]
+    if len(pages) >= RUNNING_MIN_PAGES:
+        need = max(RUNNING_MIN_PAGES, RUNNING_SHARE * len(pages))
+        seen = Counter(key for keys in edges for key in keys)
+        everywhere = {key for key, count in seen.items() if count >= need}
+        for found in running:
+            found |= everywhere
+    where: dict[str, list[int]] = {}
+    for index, keys in enumerate(edges):
+        for key in keys:
+            if _LETTER.search(key):
+                where.setdefault(key, []).append(index)
+    for key, indexes in where.items():
+        runs = [[indexes[0]]]
+        for index in indexes[1:]:
+            if index - runs[-1][-1] <= RUNNING_REACH:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        for page in (page for run in runs if len(run) >= RUNNING_RUN for page in run):
+            running[page].add(key)
+    return running
+
+
+def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple[str, float, float]]]:
+    """Resolve PDFium's line-end hyphens with the document's own words as the evidence.
+
+    A hyphen that ends a line is either the typesetter's (a word split into syllables: ``manip-
+    ulation``) or the word's own (``day-to-day``, ``--gen-suppressions``); the PDF does not say which.
+    The rest of the document usually does: the form it writes elsewhere wins. Without that, a hyphen
+    next to a non-letter or inside a word that already has one stays (identifiers, options, compounds,
+    dash rules), and a plain word follows what the document did where it could tell (typeset books
+    split syllables; generated manuals break lines only at real hyphens), splitting when it could not.
+    """
+    words = Counter(w.lower() for lines in pages for t, _, _ in lines for w in _WORDS.findall(t))
+    votes: Counter[bool] = Counter()
+
+    def evidence(before: str, after: str) -> bool | None:
+        kept, joined = words[f"{before}-{after}".lower()], words[f"{before}{after}".lower()]
+        return None if kept == joined else kept > joined
+
     for lines in pages:
-        edge = {_DIGITS.sub("#", t.lower()) for t, _, _ in lines[:2] + lines[-2:]}
-        seen.update(edge)
-    return {key for key, count in seen.items() if count >= need}
+        for t, _, _ in lines:
+            for m in _BROKEN.finditer(t):
+                if _plain(m.group(1), m.group(2)) and (said := evidence(m.group(1), m.group(2))) is not None:
+                    votes[said] += 1
+    style = votes[True] > votes[False]
+
+    def resolve(m: re.Match[str]) -> str:
+        before, after = m.group(1), m.group(2)
+        said = evidence(before, after)
+        if said is None:
+            said = style if _plain(before, after) else True
+        return f"{before}-{after}" if said else before + after
+
+    return [[(_BROKEN.sub(resolve, t), top, bottom) for t, top, bottom in lines] for lines in pages]
+
+
+def _plain(before: str, after: str) -> bool:
+    """Letters on both sides of the break and no other hyphen: a word a typesetter could have split."""
+    return (before[-1:].isalpha() and after[:1].isalpha()
+            and "-" not in before and "-" not in after)
 
 
 def _norm(text: str) -> str:
@@ -127,6 +202,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
                 page.close()
     finally:
         pdf.close()
+    pages = _dehyphenate(pages)
     running = _running(pages)
     usual = _line_spacing(pages)
     dropped = 0
@@ -152,7 +228,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         kept = []
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
-            if edge and (_PAGE_NUMBER.match(line[0]) or _DIGITS.sub("#", line[0].lower()) in running):
+            if edge and (_PAGE_NUMBER.match(line[0]) or _DIGITS.sub("#", line[0].lower()) in running[index]):
                 dropped += 1
                 continue
             kept.append(line)
