@@ -102,11 +102,13 @@ class InputBatch:
     ``owners`` maps each chunk id to ``(source name, path inside the source)``; ``scopes`` are the
     ``(source, path prefix)`` pairs this run read completely, so with ``--prune`` a stored chunk of
     a scope that was not read again is deleted. ``sources`` are the sources the run touched (new
-    ones included); ``files`` the labels (``source/path``) of the files read.
+    ones included); ``files`` the labels (``source/path``) of the files read; ``documents`` those
+    parsed whole as documents, whose chunks this run replaces (a page that shrank loses its surplus).
     """
 
     chunks: list[Chunk] = field(default_factory=list)
     files: set[str] = field(default_factory=set)
+    documents: set[str] = field(default_factory=set)
     scopes: set[tuple[str, str]] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
@@ -423,6 +425,7 @@ def _read_document(
                               "check the file opens in its usual viewer")
         return
     result = chunk_document(document, file_name=label, max_tokens=max_tokens, target_tokens=target_tokens)
+    batch.documents.add(label)
     batch.junk_merged += result.junk_merged
     batch.junk_dropped += result.junk_dropped
     if not result.chunks:

@@ -247,7 +247,9 @@ class KnowledgeBase:
         path's source, or with no paths re-scans that registered source. A source name or chunk id
         another source owns is refused (``ConflictError``) unless ``replace``. Input is fully
         validated before anything is written; each upsert batch commits atomically, so a killed
-        ingest resumes on re-run without re-embedding what already landed.
+        ingest resumes on re-run without re-embedding what already landed. A document parsed whole
+        replaces its chunks (the surplus of a page that shrank is deleted); ``prune`` also deletes
+        the chunks of files gone from the folders read.
         """
         from .ingest import read_inputs  # deferred: keeps kt browse fast
 
@@ -345,7 +347,7 @@ class KnowledgeBase:
             added = sum(1 for c in todo if c.chunk_id not in stored)
             updated = len(todo) - added
             unchanged = len(batch.chunks) - len(todo)
-            removed = self._pruned(batch, stored, owners) if prune else []
+            removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
             todo, moved = self._moved_only(name, todo, stored)
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
@@ -464,6 +466,15 @@ class KnowledgeBase:
                 f" ({owner}/{origin}){more} — nothing was written",
                 hint="give these rows ids of their own, or pass --replace to move the ids to this source",
             )
+
+    @staticmethod
+    def _superseded(batch: Any, stored: dict[str, tuple[str, str]]) -> list[str]:
+        """Stored chunks of the documents this run parsed whole that it did not produce again: a page
+        that shrank (or lost its text) is its new chunks only, never new ones mixed with old."""
+        incoming = {c.chunk_id for c in batch.chunks}
+        return [chunk_id for chunk_id, (_, file_name) in stored.items()
+                if file_name in batch.documents and chunk_id not in incoming
+                and chunk_id.rpartition("#")[0] == file_name]
 
     @staticmethod
     def _pruned(batch: Any, stored: dict[str, tuple[str, str]], owners: dict[str, tuple[str, str]]) -> list[str]:

@@ -149,9 +149,10 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     human = kt("ingest", str(corpus), store=store)
     assert "2 document(s) with only markup or headings, nothing to index: docs/changes.rst, docs/index.rst" in human.stdout
 
-    # a page whose text is replaced by an include: its old chunks go with --prune, as a shrunk page's do
+    # a page whose text is replaced by headings alone: it was read whole, so its old chunks go (as a
+    # shrunk page's surplus does), with or without --prune
     (corpus / "refunds.md").write_text("---\ntitle: Refunds\n---\n\n# Refunds\n")
-    pruned = json.loads(kt("ingest", str(corpus), "--prune", "--json", store=store).stdout)
+    pruned = json.loads(kt("ingest", str(corpus), "--json", store=store).stdout)
     assert "docs/refunds.md" in pruned["no_text"] and pruned["deleted"] >= 1
     ids = json.loads(kt("grep", "Refunds", "--json", store=store).stdout)
     assert not any(h["chunk_id"].startswith("docs/refunds.md") for h in ids["hits"])
@@ -163,6 +164,34 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     refused = kt("ingest", str(only), "--json", store=tmp_path / "other")
     assert refused.returncode == 1
     assert "only/index.rst: no text to index, only markup or headings" in refused.stderr
+
+
+def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
+    """A re-read page replaces its chunks: when an edit leaves it fewer, the old surplus goes without
+    --prune (search, grep and read never show text the file no longer has); a page that cannot be
+    read keeps its last good chunks."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    zones = ["amber", "birch", "cedar", "delta", "ember", "fjord"]
+    sections = [f"## Zone {zone}\n\n" + " ".join(f"Crate {i} holds items for the {zone} aisle." for i in range(60))
+                for zone in zones]
+    (root / "picking.md").write_text("# Picking\n\n" + "\n\n".join(sections) + "\n")
+    (root / "returns.md").write_text("# Returns\n\nReturns are checked within two days of arrival.\n")
+    store = tmp_path / "store"
+    first = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
+    assert first["total"] >= 5
+    (root / "picking.md").write_text("# Picking\n\n" + sections[0] + "\n")
+    second = kt("ingest", str(root), "--json", store=store)
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout)
+    assert report["deleted"] > 0 and report["total"] == first["total"] - report["deleted"]
+    assert report["updated"] + report["unchanged"] == report["total"]
+    assert json.loads(kt("grep", "fjord", "--json", store=store).stdout)["hits"] == []
+    assert kt("read", f"docs/picking.md#{report['total'] - 1}", store=store).returncode != 0
+    # an unreadable page is a problem, not an edit: its chunks stay
+    (root / "returns.md").write_bytes(b"\xff\xfe\x00bad")
+    third = kt("ingest", str(root), "--skip-invalid", "--json", store=store)
+    assert json.loads(third.stdout)["total"] == report["total"]
 
 
 def test_restructuredtext_saved_as_txt_is_read_as_restructuredtext(tmp_path: Path) -> None:

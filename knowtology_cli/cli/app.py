@@ -95,7 +95,7 @@ def ingest(
     paths: Annotated[list[str] | None, typer.Argument(help="Files, directories or - (JSONL on stdin); none with --source re-scans that source.", show_default=False)] = None,
     embedder: Annotated[str | None, typer.Option(help="Embedder: local (default), openai:MODEL, hash.")] = None,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Ingest valid rows; list and count bad ones.")] = False,
-    prune: Annotated[bool, typer.Option("--prune", help="Delete chunks of re-ingested files that disappeared.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Also delete chunks of files gone from an ingested folder.")] = False,
     source: Annotated[str | None, typer.Option("--source", help="Source name for PATH (default: its folder's name); alone, re-scan that registered source.", show_default=False)] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Let this input take over a source name or chunk ids another source holds.")] = False,
     store: StoreOpt = None,
