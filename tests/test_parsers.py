@@ -446,4 +446,55 @@ def test_html_nested_list_text_is_said_once() -> None:
     page = parse_html("<main><ul>\n<li>Things drop at other times.\n<ul>\n<li>cargo fix inserts a let.</li>\n</ul>\n"
                       "</li>\n<li><p>Third</p><ol><li>deep</li></ol> and after</li>\n</ul></main>")
     assert page.sections[0].blocks[0].text == (
-        "- Things drop at other times.\n  - cargo fix inserts a let.\n- Third and after\n  1. deep")
+        "- Things drop at other times.\n  - cargo fix inserts a let.\n- Third\n  1. deep\n  and after")
+
+
+def test_html_list_items_and_definitions_keep_their_paragraphs_code_and_lists_in_place() -> None:
+    """Reference pages put whole sections inside a list item or a definition (npm's flag lists,
+    DocBook's option lists): paragraphs stay lines, code keeps its lines, nested lists their place."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(
+        "<main><ul><li><p>Some flags:</p><ul><li>-P</li></ul><p>Two more:</p><ul><li>-E</li></ul>"
+        "<p>On success:</p><pre>diff --git a/x b/x\nindex 1..2</pre></li></ul>"
+        "<dl><dt>--opt</dt><dd><p>First.</p><pre>a\n  b</pre><p>Second.</p></dd></dl></main>")
+    items, definitions = (b.text for b in page.sections[0].blocks)
+    assert items.split("\n") == ["- Some flags:", "  - -P", "  Two more:", "  - -E", "  On success:",
+                                  "  ```", "  diff --git a/x b/x", "  index 1..2", "  ```"]
+    assert definitions.split("\n") == ["--opt:", "  First.", "  ```", "  a", "    b", "  ```", "  Second."]
+
+
+def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
+    """Readability's link-density rule is for menus: a sentence with three links is prose, and a
+    container whose paragraph is prose keeps it while its own link list goes."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(
+        "<main><p>See <a href='i'>npm install</a>, <a href='c'>npm ci</a> and <a href='u'>npm update</a> for details.</p>"
+        "<div><p>This guide explains how to install the tool.</p>"
+        "<ul><li><a href='a'>Alpha</a></li><li><a href='b'>Beta</a></li><li><a href='g'>Gamma</a></li></ul></div>"
+        "<div><p><a href='h'>Home</a></p><p><a href='o'>About</a></p><p><a href='t'>Contact</a></p></div></main>")
+    text = [b.text for s in page.sections for b in s.blocks]
+    assert text == ["See npm install, npm ci and npm update for details.", "This guide explains how to install the tool."]
+
+
+def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> None:
+    """A ``header`` inside a section is that section's title (npm puts each page's h1 and summary
+    there); only one outside every sectioning element is the site's banner (HTML-AAM). A table
+    whose cells hold headings and code lays a page out (an FAQ): its headings open sections."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(
+        "<body><header><a href='/'>Site</a></header><section><header><h1>npm-diff</h1>"
+        "<span>The registry diff command</span></header><section id='table_of_contents'><h2>Table of contents</h2>"
+        "<ul><li><a href='#d'>Description</a></li></ul></section><h3>Description</h3><p>Prints diffs.</p></section>"
+        "<table><tr><td><h3>1. Background</h3></td></tr><tr><td><p>Why so?</p><pre>a\nb</pre></td></tr>"
+        "<tr><td><h3>2. Building</h3></td></tr><tr><td>It builds.</td></tr></table></body>")
+    found = [(s.titles, b.text) for s in page.sections for b in s.blocks]
+    assert found == [
+        (("npm-diff",), "# npm-diff"), (("npm-diff",), "The registry diff command"),
+        (("npm-diff", "Description"), "### Description"), (("npm-diff", "Description"), "Prints diffs."),
+        (("npm-diff", "1. Background"), "### 1. Background"), (("npm-diff", "1. Background"), "Why so?"),
+        (("npm-diff", "1. Background"), "```\na\nb\n```"),
+        (("npm-diff", "2. Building"), "### 2. Building"), (("npm-diff", "2. Building"), "It builds."),
+    ]

@@ -16,7 +16,8 @@ DROPPED_TAGS = frozenset({
 })
 DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "complementary", "menu",
                            "menubar", "toolbar", "dialog", "alertdialog", "tablist"})
-#: Words in a class or id that name page furniture (the vocabulary readability's cleaner uses).
+#: Words in a class or id that name page furniture (the vocabulary readability's cleaner uses);
+#: "table of contents" spelled out in any separators counts as ``toc``.
 BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar", "breadcrumb", "breadcrumbs",
                                 "footer", "cookie", "cookies", "banner", "skip", "toc", "pagination",
                                 "pager", "share", "social", "masthead", "topbar"})
@@ -28,6 +29,12 @@ _BLOCK_TAGS = frozenset({"p", "pre", "ul", "ol", "dl", "table", "blockquote", "f
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
 _TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
+_SECTIONING = frozenset({"article", "aside", "main", "nav", "section"})
+#: Inside a list item, definition or cell these start a line of their own (the rest flows inline).
+_LINE_TAGS = frozenset({"p", "div", "section", "article", "blockquote", "figure", "figcaption", "address",
+                        "h1", "h2", "h3", "h4", "h5", "h6", "header", "footer", "details", "summary", "center"})
+#: A table whose cells hold these lays a page out; a data table's cells hold phrases.
+_LAYOUT_TAGS = frozenset({"p", "pre", "ul", "ol", "dl", "table", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"})
 
 
 def _tag(el: Any) -> str:
@@ -36,7 +43,7 @@ def _tag(el: Any) -> str:
 
 def _is_furniture(el: Any, page_level: bool) -> bool:
     tag = _tag(el)
-    if not tag or tag in DROPPED_TAGS or (page_level and tag in ("header", "footer")):
+    if not tag or tag in DROPPED_TAGS or (page_level and tag in ("header", "footer") and _is_landmark(el)):
         return True
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
         return True
@@ -46,16 +53,31 @@ def _is_furniture(el: Any, page_level: bool) -> bool:
     if "display:none" in style or "visibility:hidden" in style:
         return True
     names = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
-    return bool(BOILERPLATE_TOKENS.intersection(_TOKEN_SPLIT.split(names)))
+    words = _TOKEN_SPLIT.split(names)
+    return bool(BOILERPLATE_TOKENS.intersection(words)) or "tableofcontents" in "".join(words)
+
+
+def _is_landmark(el: Any) -> bool:
+    """Whether a ``header``/``footer`` is the page's banner or footer: per the HTML accessibility
+    mappings (HTML-AAM), only when no article, aside, main, nav or section holds it; inside one it
+    is that section's own heading or footnote (a page's title and summary, say)."""
+    return not any(_tag(a) in _SECTIONING for a in el.iterancestors())
+
+
+def _link_share(el: Any) -> float:
+    """The share of an element's text that is link text (1.0 for an element without text)."""
+    total = len(flow(el.text_content()))
+    return sum(len(flow(a.text_content())) for a in el.iter("a")) / total if total else 1.0
 
 
 def _is_link_list(el: Any) -> bool:
-    links = el.findall(".//a")
-    if len(links) < LINK_MIN:
-        return False
-    total = len(flow(el.text_content()))
-    linked = sum(len(flow(a.text_content())) for a in links)
-    return total > 0 and linked / total >= LINK_DENSITY
+    return len(el.findall(".//a")) >= LINK_MIN and _link_share(el) >= LINK_DENSITY
+
+
+def _holds_prose(el: Any) -> bool:
+    """Whether a container holds a paragraph that is mostly words, not links ("See a, b and c for
+    details" is a sentence; a menu's items are not paragraphs). Its link lists are judged alone."""
+    return any(_link_share(p) < LINK_DENSITY for p in el.iter("p"))
 
 
 def _clean(root: Any, page_level: bool) -> int:
@@ -67,7 +89,8 @@ def _clean(root: Any, page_level: bool) -> int:
         if not isinstance(el.tag, str):  # comments, processing instructions
             el.drop_tree()
             continue
-        if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "div", "table", "section", "p") and _is_link_list(el)):
+        if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "div", "table", "section")
+                                             and _is_link_list(el) and not _holds_prose(el)):
             el.drop_tree()
             removed += 1
     return removed
@@ -91,18 +114,80 @@ def _text(el: Any) -> str:
     return "\n".join(flow(line) for line in el.text_content().split("\u2028") if line.strip())
 
 
+def _content_lines(el: Any) -> list[tuple[str, bool]]:
+    """The content of a list item, definition or layout cell as ``(line, is_text)`` pairs, in order:
+    phrases flow into one line, paragraphs and ``<br>`` start a new one, ``<pre>`` stays a fenced
+    block line for line, nested lists and definition lists keep their place (``is_text`` False)."""
+    lines: list[tuple[str, bool]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        text = flow("".join(run))
+        if text:
+            lines.append((text, True))
+        run.clear()
+
+    run.append(el.text or "")
+    for child in el:
+        tag = _tag(child)
+        if tag in ("ul", "ol", "dl", "pre", "table", "br") or tag in _LINE_TAGS:
+            flush()
+            if tag in ("ul", "ol"):
+                lines.extend((line, False) for line in _list(child).split("\n") if line)
+            elif tag == "dl":
+                lines.extend((line, False) for line in _definitions(child).split("\n") if line)
+            elif tag == "pre":
+                code = child.text_content().strip("\n")
+                if code.strip():
+                    lines.extend((line, False) for line in ["```", *code.split("\n"), "```"])
+            elif tag == "table":
+                lines.extend((line, False) for line in _table(child).split("\n") if line)
+            elif tag != "br":
+                lines.extend(_content_lines(child))
+        else:
+            run.append(child.text_content())
+        run.append(child.tail or "")
+    flush()
+    return lines
+
+
 def _list(el: Any, depth: int = 0) -> str:
-    lines = []
+    """A list as ``- `` / ``1. `` items, each item's paragraphs, code and nested lists in their place."""
+    out = []
+    pad = "  " * depth
     for number, item in enumerate((c for c in el if _tag(c) == "li"), start=1):
-        nested = [c for c in item if _tag(c) in ("ul", "ol")]
         mark = f"{number}." if _tag(el) == "ol" else "-"
-        # the item's own text: everything but its nested lists (their tails, text after them, stay)
-        own = flow((item.text or "") + "".join(
-            (c.tail or "") if c in nested else c.text_content() + (c.tail or "") for c in item))
-        if own:
-            lines.append("  " * depth + f"{mark} {own}")
-        lines.extend(_list(sub, depth + 1) for sub in nested)
-    return "\n".join(line for line in lines if line)
+        lines = _content_lines(item)
+        if lines and lines[0][1]:
+            out.append(f"{pad}{mark} {lines.pop(0)[0]}")
+        out.extend(f"{pad}  {line}" for line, _ in lines)
+    return "\n".join(out)
+
+
+def _definitions(el: Any) -> str:
+    """A definition list: each term with a colon, its definitions indented below it."""
+    out = []
+    for child in el:
+        if _tag(child) == "dt" and (term := flow(child.text_content())):
+            out.append(f"{term}:")
+        elif _tag(child) == "dd":
+            out.extend(f"  {line}" for line, _ in _content_lines(child))
+    return "\n".join(out)
+
+
+def _cells(el: Any) -> list[Any]:
+    """The cells of a table, not of the tables inside it."""
+    return [c for c in el.iter("td", "th") if next(c.iterancestors("table"), None) is el]
+
+
+def _is_layout(el: Any) -> bool:
+    """Whether a table lays out a page (its cells hold headings, code, lists, tables or several
+    paragraphs) rather than holding data, whose cells are phrases."""
+    for cell in _cells(el):
+        inner = [_tag(d) for d in cell.iterdescendants()]
+        if any(t in _LAYOUT_TAGS and t != "p" for t in inner) or inner.count("p") > 1:
+            return True
+    return False
 
 
 def _table(el: Any) -> str:
@@ -220,10 +305,12 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             if text:
                 raw.append((titles(), text, line, "list"))
         elif tag == "dl":
-            parts = [(_tag(c), flow(c.text_content())) for c in el if _tag(c) in ("dt", "dd")]
-            text = "\n".join(f"{t}:" if k == "dt" else f"  {t}" for k, t in parts if t)
+            text = _definitions(el)
             if text:
                 raw.append((titles(), text, line, "list"))
+        elif tag == "table" and _is_layout(el):
+            for cell in _cells(el):
+                walk(cell, cell.sourceline or line)
         elif tag == "table":
             text = _table(el)
             if text:
