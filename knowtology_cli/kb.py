@@ -349,6 +349,7 @@ class KnowledgeBase:
             unchanged = len(batch.chunks) - len(todo)
             removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
             todo, moved = self._moved_only(name, todo, stored)
+            todo, copied = self._copied(name, todo, stored)
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -364,6 +365,9 @@ class KnowledgeBase:
                 progress("embedding", done, len(todo))
             if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
                 self._rewrite_moved(name, moved)
+            if copied:  # a renamed or moved file: new ids, stored text, stored vectors
+                self._write_copies(name, copied, set(removed))
+            moved_sources = self._moved_sources(name, batch, copied, owners, set(removed))
             self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
                                      batch.owners)
             if removed:
@@ -390,6 +394,8 @@ class KnowledgeBase:
             sources=sorted(batch.sources),
             no_text=batch.no_text,
             redirects=batch.redirects,
+            reused=len(copied),
+            moved_sources=moved_sources,
         )
 
     def _moved_only(
@@ -409,6 +415,56 @@ class KnowledgeBase:
         moved = [(c, vectors[c.chunk_id]) for c in same if c.chunk_id in vectors]
         keep = {c.chunk_id for c, _ in moved}
         return [c for c in todo if c.chunk_id not in keep], moved
+
+    def _copied(
+        self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]]
+    ) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]]]:
+        """Split new rows into those to embed and those whose title and text a stored chunk already
+        has (a renamed or moved file, a copied page): ``(chunk, stored id, stored vector)``, so
+        unchanged text is never embedded twice. Candidates are found by content hash, then checked."""
+        by_hash = {digest: chunk_id for chunk_id, (digest, _) in stored.items()}
+        candidates = {c.chunk_id: by_hash[c.content_hash] for c in todo
+                      if c.chunk_id not in stored and c.content_hash in by_hash}
+        if not candidates:
+            return todo, []
+        sources = sorted(set(candidates.values()))
+        old = {c.chunk_id: c for c in self.vectors.get(name, sources)}
+        vectors = self.vectors.vectors(name, sources)
+        copied = [(c, candidates[c.chunk_id], vectors[candidates[c.chunk_id]]) for c in todo
+                  if c.chunk_id in candidates and candidates[c.chunk_id] in vectors
+                  and (old[candidates[c.chunk_id]].title, old[candidates[c.chunk_id]].text) == (c.title, c.text)]
+        keep = {c.chunk_id for c, _, _ in copied}
+        return [c for c in todo if c.chunk_id not in keep], copied
+
+    def _moved_sources(self, name: str, batch: Any, copied: list[tuple[Chunk, str, Any]],
+                       owners: dict[str, tuple[str, str]], removed: set[str]) -> dict[str, int]:
+        """Sources not read in this run, whose folder is gone from disk, whose text this run added
+        again under other ids: the signature of a folder moved and ingested under a new name."""
+        counts: dict[str, int] = {}
+        for _, source_id, _ in copied:
+            owner = owners.get(source_id)
+            if owner is not None and source_id not in removed and owner[0] not in batch.sources:
+                counts[owner[0]] = counts.get(owner[0], 0) + 1
+        roots = {r.name: r.root for r in self.tree.sources(name) if r.kind in ("dir", "files")}
+        return {s: n for s, n in sorted(counts.items()) if s in roots and roots[s] and not Path(roots[s]).exists()}
+
+    def _write_copies(self, name: str, copied: list[tuple[Chunk, str, Any]], removed: set[str]) -> None:
+        """Store copies with their source's vectors; a copy whose source leaves in this run (a move)
+        takes its place in the tree, as the same text would be placed there."""
+        import numpy as np  # deferred: heavy
+
+        for start in range(0, len(copied), UPSERT_BATCH):
+            part = copied[start : start + UPSERT_BATCH]
+            self.vectors.upsert(name, [c for c, _, _ in part], np.stack([v for _, _, v in part]))
+        heirs = {source: chunk for chunk, source, _ in copied if source in removed}
+        mapped = self.tree.mappings(name, chunk_ids=list(heirs)) if heirs else []
+        if mapped:
+            self.tree.apply(name, [], [
+                (m.model_copy(update={"chunk_id": (heir := heirs[m.chunk_id]).chunk_id, "doc_id": heir.doc_id,
+                                      "file_name": heir.file_name, "chunk_index": heir.chunk_index,
+                                      **provenance(heir.metadata)}), heir.content_hash)
+                for m in mapped
+            ], remove=[m.chunk_id for m in mapped], track=False)  # a move is no change to the map
 
     def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
         """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""

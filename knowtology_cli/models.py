@@ -185,6 +185,11 @@ class IngestReport(Record):
     sources: list[str] = Field(default_factory=list)  # the sources this run read
     no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings: nothing indexed
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
+    #: chunks embedded from nothing new: text another stored chunk had (renamed, moved or copied files)
+    reused: int = 0
+    #: sources whose folder is gone from disk while their text came in again under another source
+    #: (a folder moved without --source NAME --replace): source -> chunks of its text added
+    moved_sources: dict[str, int] = Field(default_factory=dict)
 
 
 class SourceSummary(Record):

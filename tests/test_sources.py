@@ -164,6 +164,44 @@ def test_rescan_by_name_and_a_moved_checkout(tmp_path: Path, docs_dir: Path) -> 
     assert unknown.returncode == 1 and "no source named 'nope'" in unknown.stderr
 
 
+def test_renamed_and_moved_files_keep_their_vectors_and_their_place(tmp_path: Path, docs_dir: Path) -> None:
+    """A file renamed or moved between subfolders is new ids with stored text: nothing is embedded,
+    and with --prune (the old ids leave in the same run) each chunk keeps its leaf, so the map and
+    its status stay as they were."""
+    store = tmp_path / "store"
+    ok("ingest", docs_dir, "--embedder", "hash", "--store", store)
+    ok("build", "--store", store)
+    before = ok("browse", "--store", store)
+    (docs_dir / "policies" / "refunds.md").rename(docs_dir / "policies" / "refund-policy.md")
+    (docs_dir / "engineering" / "oncall.md").rename(docs_dir / "policies" / "oncall.md")
+    moved = ok("ingest", docs_dir, "--prune", "--store", store)
+    assert moved["embedded"] == 0 and moved["reused"] == moved["added"] == moved["deleted"] > 0
+    status = ok("status", "--store", store)["collections"][0]
+    assert (status["state"], status["unmapped"], status["drift"]) == ("current", 0, 0.0)
+    assert ok("browse", "--store", store)["children"] == before["children"]
+    audit = audit_tree(store)
+    assert audit["rows"] == audit["mapped"] and not audit["orphans"] and not audit["empty"]
+    read = ok("read", "docs/policies/refund-policy.md#0", "--store", store)["chunks"][0]
+    assert read["path"] and read["file_name"] == "docs/policies/refund-policy.md"
+
+
+def test_a_folder_moved_under_a_new_name_is_pointed_out(tmp_path: Path, docs_dir: Path) -> None:
+    """Ingesting a moved folder under its new name adds its text again: nothing is embedded twice,
+    and the report names the source whose folder is gone and how to drop the old copy."""
+    store, other = tmp_path / "store", tmp_path / "other"
+    first = ok("ingest", docs_dir, "--embedder", "hash", "--store", store)
+    ok("ingest", docs_dir, "--embedder", "hash", "--store", other)
+    moved = tmp_path / "handbook"
+    docs_dir.rename(moved)
+    again = ok("ingest", moved, "--store", store)
+    assert again["embedded"] == 0 and again["reused"] == first["added"]
+    assert again["moved_sources"] == {"docs": first["added"]}
+    shown = kt("ingest", moved, "--store", other)
+    assert shown.returncode == 0, shown.stderr
+    assert "source 'docs' is gone from disk" in shown.stdout and "kt rm --source docs" in shown.stdout
+    assert ok("ingest", moved, "--store", store)["moved_sources"] == {}  # said once: now nothing new came in
+
+
 # ------------------------------------------------------------------------------------------ removal
 def _copy_without(src: Path, dst: Path, skip: str) -> Path:
     shutil.copytree(src, dst, ignore=lambda d, names: [n for n in names if Path(d, n) == src / skip])

@@ -114,6 +114,13 @@ def ingest(
     out.print(f"{report.collection}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
               f"{report.deleted} deleted — {report.total} chunks ({report.embedded} embedded with {report.embedder}, "
               f"{report.seconds:.1f}s)")
+    if report.reused:
+        out.print(f"{report.reused} new chunk(s) have text already stored (renamed, moved or copied files): "
+                  "its vectors were reused, nothing re-embedded")
+    for gone, count in report.moved_sources.items():
+        out.print(f"note: source {gone!r} is gone from disk and {count} chunk(s) of its text came in again here; "
+                  f"if its folder moved, `kt rm --source {gone}` drops the old copy (next time: "
+                  f"`kt ingest NEW/PATH --source {gone} --replace` keeps the ids)", markup=False)
     if report.junk_merged or report.junk_dropped:
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
