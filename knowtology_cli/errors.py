@@ -64,6 +64,10 @@ class InputError(KnowtologyError):
         super().__init__(message, hint=hint)
         self.problems = problems or [message]
 
+    def to_dict(self) -> dict[str, Any]:
+        """``{"code", "message", "hint", "problems"}``: every problem, one line each."""
+        return {**super().to_dict(), "problems": self.problems}
+
 
 class ConflictError(KnowtologyError):
     """Input would take over what another source owns (its name or its chunk ids); nothing was written."""

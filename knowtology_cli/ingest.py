@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -366,6 +367,15 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
 
 def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
     try:
+        if path.is_symlink() and not path.exists():
+            batch.problems.append(f"{label}: a broken link (to {os.readlink(path)}, which does not exist)"
+                                  " — fix or remove the link")
+            return None
+        if path.exists() and not path.is_dir() and not stat.S_ISREG(path.stat().st_mode):
+            # a pipe would block the read forever; a device or socket is no document either
+            batch.problems.append(f"{label}: not a regular file (a pipe, socket or device) — remove it "
+                                  "or save its content to a file")
+            return None
         return path.read_bytes()
     except IsADirectoryError:
         batch.problems.append(f"{label}: is a directory — pass it without a trailing file name")

@@ -198,6 +198,25 @@ def test_dangling_symlink(cli, store: Path, tmp_path: Path) -> None:
     assert re.search(r"^Error: \S*gone\.jsonl: .+ — .+$", result.stderr, re.M), result.stderr
 
 
+def test_a_broken_link_and_a_pipe_in_a_folder_are_named_not_waited_on(cli, store: Path, tmp_path: Path) -> None:
+    """A pipe would block the read forever; a broken link is no permission problem. Both are one line
+    each, the store is unchanged, and with --skip-invalid the real document still lands."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\nRefunds are paid within five days.\n")
+    os.mkfifo(folder / "inbox.md")
+    (folder / "old.md").symlink_to(tmp_path / "moved-away.md")
+    before = _snapshot(cli, store)
+    result = cli("ingest", folder, "--store", store, "--json")
+    assert result.exit_code == 1
+    problems = json.loads(result.stdout)["error"]["problems"]
+    assert sorted(p.split(":")[0].rsplit("/", 2)[-2:] for p in problems) == [["docs", "inbox.md"], ["docs", "old.md"]]
+    assert any("not a regular file" in p for p in problems) and any("broken link" in p for p in problems)
+    assert _snapshot(cli, store) == before
+    skipped = json.loads(cli("ingest", folder, "--store", store, "--skip-invalid", "--json").stdout)
+    assert (skipped["added"], skipped["skipped"]) == (1, 2)
+
+
 def test_bad_stdin(cli, store: Path) -> None:
     before = _snapshot(cli, store)
     result = cli("ingest", "-", "--store", store, input='{"text": "ok"}\nnot json\n')
@@ -318,3 +337,23 @@ def test_unicode_line_separators_inside_json_strings_are_text(cli, store: Path, 
     assert result.exit_code == 0, result.output
     read = json.loads(cli("read", "ls", "after", "--store", store, "--json").stdout)
     assert [c["text"] for c in read["chunks"]] == [rows[0]["text"], "next"]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["search", "refunds", "-k", "0"], "-k"),
+    (["search"], "Missing argument 'QUERY'"),
+    (["search", "refunds", "--preset", "bogus"], "bogus"),
+])
+def test_a_usage_error_with_json_is_one_json_document_and_exit_2(store: Path, args: list[str], says: str) -> None:
+    """Through the real executable (click parses before any command runs): a CI script that asked for
+    --json gets exactly one JSON document on stdout even for a bad flag, with the usual text on stderr."""
+    import subprocess
+
+    from _agent_fixtures import KT, env
+
+    done = subprocess.run([KT, *args, "--store", str(store), "--json"], capture_output=True, text=True, env=env(),
+                          timeout=60)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "usage" and says in error["message"] and error["hint"] == "kt search --help"
+    assert "Usage: kt search" in done.stderr

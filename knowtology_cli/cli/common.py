@@ -146,7 +146,10 @@ def handled(as_json: bool = False) -> Iterator[None]:
             err.print(f"[dim]Hint: {escape(exc.hint)}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        print("Interrupted — nothing half-written was kept; re-run the command to resume.", file=sys.stderr)
+        message = "Interrupted — nothing half-written was kept; re-run the command to resume."
+        if as_json:
+            emit_json({"error": {"code": "interrupted", "message": message, "hint": "re-run the command"}})
+        print(message, file=sys.stderr)
         raise typer.Exit(130) from None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator, MutableMapping
@@ -13,6 +14,7 @@ from typing import Any, NoReturn
 
 import typer
 from typer import main as typer_main
+from typer._click.exceptions import UsageError
 from typer._click.utils import make_default_short_help
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -159,6 +161,13 @@ class KtGroup(TyperGroup):
             return result
         except BrokenPipeError:
             quiet_exit_on_closed_pipe()
+        except UsageError as exc:  # a bad flag or value: --json still gets its one document
+            if "--json" in sys.argv[1:]:
+                name = exc.ctx.command_path if exc.ctx is not None else "kt"
+                sys.stdout.write(json.dumps({"error": {"code": "usage", "message": exc.format_message(),
+                                                       "hint": f"{name} --help"}}, ensure_ascii=False, indent=2) + "\n")
+                sys.stdout.flush()
+            raise
 
 
 def lazy_root(app: typer.Typer, *, completion: bool = True) -> KtGroup:
