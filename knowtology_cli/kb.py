@@ -1246,7 +1246,7 @@ class KnowledgeBase:
                                    orphans=len(mapped_hashes) - mapped, nodes=nodes)
             rows.append(CollectionStatus(
                 name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
-                nodes=len(nodes), embedder=info.embedder, dimension=info.dimension,
+                nodes=len(nodes), embedder=info.embedder, dimension=info.dimension, changed=changed,
                 stale=fresh.state != "current", builder=info.builder, state=fresh.state,
                 stale_nodes=fresh.stale_nodes, drift=fresh.drift, rebuild_advised=fresh.rebuild_advised,
                 advice=fresh.advice))

@@ -270,6 +270,8 @@ class CollectionStatus(Record):
     nodes: int
     embedder: str | None = None
     dimension: int | None = None
+    #: mapped chunks whose text changed since they were placed: with ``unmapped``, what ``kt build`` places
+    changed: int = 0
     stale: bool = False
     builder: str | None = None
     state: str = ""  # current, unmapped, stale, empty, unbuilt

@@ -159,6 +159,15 @@ def test_status_and_build_through_kt(tmp_path: Path) -> None:
     ok("build", "--store", store)
     first = ok("status", "--store", store)["collections"][0]
     assert (first["state"], first["drift"], first["advice"]) == ("current", 0.0, "")
+    # an edited page: its chunks are still mapped, but wait for build as new ones do, and say so
+    page = next(p for p in sorted((corpus / "policies").glob("*.md")))
+    page.write_text(page.read_text() + "\n\nAn added sentence about late fees.\n")
+    ok("ingest", corpus, "--store", store)
+    edited = ok("status", "--store", store)["collections"][0]
+    assert edited["state"] == "unmapped" and edited["changed"] >= 1 and edited["unmapped"] == 0
+    assert f"{edited['changed']} new or changed chunks not placed" in edited["advice"]
+    ok("build", "--store", store)
+    assert ok("status", "--store", store)["collections"][0]["changed"] == 0
     _sample_part(corpus, ["support"])  # more than a fifth of the collection: drift passes the bar
     ok("ingest", corpus, "--store", store)
     built = ok("build", "--store", store)
