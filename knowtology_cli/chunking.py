@@ -194,8 +194,11 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
             return [_Piece(text, block.start, block.end, heading, tokens)]
     splitter = _Splitter(text, target=target, maximum=maximum, encoding=encoding)
     out = []
+    mapped = unit == "line" and len(block.lines) == text.count("\n") + 1 and block.text == text
     for start, end in splitter.spans():
-        if unit == "line":  # lines of a piece: the block's first line plus the line breaks before it
+        if mapped:  # the parser said where each line of the block is
+            first, last = block.lines[text.count("\n", 0, start)], block.lines[text.count("\n", 0, max(start, end - 1))]
+        elif unit == "line":  # lines of a piece: the block's first line plus the line breaks before it
             first = min(block.end, block.start + text.count("\n", 0, start))
             last = min(block.end, block.start + text.count("\n", 0, end))
         else:

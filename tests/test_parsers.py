@@ -464,6 +464,21 @@ def test_html_list_items_and_definitions_keep_their_paragraphs_code_and_lists_in
     assert definitions.split("\n") == ["--opt:", "  First.", "  ```", "  a", "    b", "  ```", "  Second."]
 
 
+def test_html_chunks_cut_from_one_long_list_cite_their_own_lines() -> None:
+    """A reference page's option list is one block over hundreds of source lines; each chunk cut
+    from it cites the lines its own items are on, not the block's first lines."""
+    items = "".join(f"<li>\n<p>Option{n} sets the {n}th limit.\n  " + "It is checked at every step. " * 12
+                    + "</p>\n</li>\n" for n in range(40))
+    page = f"<html><body><main>\n<h1>Options</h1>\n<ul>\n{items}</ul>\n</main></body></html>\n"
+    source = page.split("\n")
+    chunks = chunk_document(parse(page.encode(), name="options.html"), file_name="options.html").chunks
+    assert len(chunks) >= 3
+    for chunk in chunks[1:]:  # its first item starts on the cited line or within the item it was cut in
+        first = next(w for w in chunk.text.replace("-", " ").split() if w.startswith("Option"))
+        line = next(i for i, text in enumerate(source, 1) if f"<p>{first} " in text)
+        assert chunk.start <= line <= chunk.start + 4 and chunk.end >= line, (chunk.start, line, chunk.end)
+
+
 def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
     """Readability's link-density rule is for menus: a sentence with three links is prose, and a
     container whose paragraph is prose keeps it while its own link list goes."""

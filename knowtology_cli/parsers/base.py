@@ -7,7 +7,7 @@ from dataclasses import dataclass
 TITLE_SEPARATOR = " › "
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 2, "rst": 1, "html": 3, "pdf": 2, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 2, "rst": 1, "html": 4, "pdf": 2, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -20,12 +20,16 @@ class Block:
         start: first source line (text formats) or page (PDF), 1-based.
         end: last source line or page, inclusive.
         kind: ``heading``, ``text``, ``list``, ``table``, ``code`` or ``quote``.
+        lines: the source line of each line of ``text``, when the parser knows them and they are
+            not simply ``start`` onwards (an HTML list whose items span many source lines each), so
+            a chunk cut from the block cites where its own text is.
     """
 
     text: str
     start: int
     end: int
     kind: str = "text"
+    lines: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -114,65 +114,88 @@ def _text(el: Any) -> str:
     return "\n".join(flow(line) for line in el.text_content().split("\u2028") if line.strip())
 
 
-def _content_lines(el: Any) -> list[tuple[str, bool]]:
-    """The content of a list item, definition or layout cell as ``(line, is_text)`` pairs, in order:
-    phrases flow into one line, paragraphs and ``<br>`` start a new one, ``<pre>`` stays a fenced
-    block line for line, nested lists and definition lists keep their place (``is_text`` False)."""
-    lines: list[tuple[str, bool]] = []
+def _content_lines(el: Any) -> list[tuple[str, bool, int]]:
+    """The content of a list item, definition or layout cell as ``(line, is_text, source line)``, in
+    order: phrases flow into one line, paragraphs and ``<br>`` start a new one, ``<pre>`` stays a
+    fenced block line for line, nested lists and definition lists keep their place (``is_text``
+    False). A line's source line is where its first element or text starts."""
+    lines: list[tuple[str, bool, int]] = []
     run: list[str] = []
+    at = [el.sourceline or 0]
+
+    def add(text: str, line: int) -> None:
+        if not "".join(run).strip():
+            at[0] = line or at[0]
+        run.append(text)
 
     def flush() -> None:
         text = flow("".join(run))
         if text:
-            lines.append((text, True))
+            lines.append((text, True, at[0]))
         run.clear()
 
-    run.append(el.text or "")
+    add(el.text or "", el.sourceline or 0)
     for child in el:
         tag = _tag(child)
+        line = child.sourceline or at[0]
         if tag in ("ul", "ol", "dl", "pre", "table", "br") or tag in _LINE_TAGS:
             flush()
             if tag in ("ul", "ol"):
-                lines.extend((line, False) for line in _list(child).split("\n") if line)
+                lines.extend((text, False, src) for text, src in _list(child))
             elif tag == "dl":
-                lines.extend((line, False) for line in _definitions(child).split("\n") if line)
+                lines.extend((text, False, src) for text, src in _definitions(child))
             elif tag == "pre":
                 code = child.text_content().strip("\n")
                 if code.strip():
-                    lines.extend((line, False) for line in ["```", *code.split("\n"), "```"])
+                    rows = code.split("\n")
+                    lines.append(("```", False, line))
+                    lines.extend((row, False, line + i) for i, row in enumerate(rows))
+                    lines.append(("```", False, line + len(rows) - 1))
             elif tag == "table":
-                lines.extend((line, False) for line in _table(child).split("\n") if line)
+                lines.extend((row, False, line) for row in _table(child).split("\n") if row)
             elif tag != "br":
                 lines.extend(_content_lines(child))
         else:
-            run.append(child.text_content())
-        run.append(child.tail or "")
+            add(child.text_content(), line)
+        add(child.tail or "", line)
     flush()
     return lines
 
 
-def _list(el: Any, depth: int = 0) -> str:
-    """A list as ``- `` / ``1. `` items, each item's paragraphs, code and nested lists in their place."""
-    out = []
+def _list(el: Any, depth: int = 0) -> list[tuple[str, int]]:
+    """A list as ``(line, source line)``: ``- `` / ``1. `` items, each item's paragraphs, code and
+    nested lists in their place."""
+    out: list[tuple[str, int]] = []
     pad = "  " * depth
     for number, item in enumerate((c for c in el if _tag(c) == "li"), start=1):
         mark = f"{number}." if _tag(el) == "ol" else "-"
         lines = _content_lines(item)
         if lines and lines[0][1]:
-            out.append(f"{pad}{mark} {lines.pop(0)[0]}")
-        out.extend(f"{pad}  {line}" for line, _ in lines)
-    return "\n".join(out)
+            text, _, src = lines.pop(0)
+            out.append((f"{pad}{mark} {text}", src))
+        out.extend((f"{pad}  {text}", src) for text, _, src in lines)
+    return out
 
 
-def _definitions(el: Any) -> str:
-    """A definition list: each term with a colon, its definitions indented below it."""
-    out = []
+def _definitions(el: Any) -> list[tuple[str, int]]:
+    """A definition list as ``(line, source line)``: each term with a colon, its definitions
+    indented below it."""
+    out: list[tuple[str, int]] = []
     for child in el:
         if _tag(child) == "dt" and (term := flow(child.text_content())):
-            out.append(f"{term}:")
+            out.append((f"{term}:", child.sourceline or 0))
         elif _tag(child) == "dd":
-            out.extend(f"  {line}" for line, _ in _content_lines(child))
-    return "\n".join(out)
+            out.extend((f"  {text}", src) for text, _, src in _content_lines(child))
+    return out
+
+
+def _joined(lines: list[tuple[str, int]], first: int) -> tuple[str, tuple[int, ...]]:
+    """A block's text and the source line of each of its lines (never before ``first``, never
+    going back: a line without a known place is where the one before it is)."""
+    places: list[int] = []
+    for _, src in lines:
+        places.append(max(src, places[-1] if places else first))
+    return "\n".join(text for text, _ in lines), tuple(places)
 
 
 def _cells(el: Any) -> list[Any]:
@@ -253,7 +276,7 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
                         redirect=target)
     root, page_level = _content_root(doc)
     dropped = _clean(root, page_level)
-    raw: list[tuple[tuple[str, ...], str, int, str]] = []
+    raw: list[tuple[tuple[str, ...], str, int, str, tuple[int, ...]]] = []
     stack: list[tuple[int, str]] = []
     pending: list[tuple[str, int]] = []
 
@@ -263,7 +286,7 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
     def flush() -> None:
         text = flow(" ".join(t for t, _ in pending))
         if text:
-            raw.append((titles(), text, pending[0][1], "text"))
+            raw.append((titles(), text, pending[0][1], "text", ()))
         pending.clear()
 
     def walk(el: Any, line: int) -> None:
@@ -291,43 +314,39 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, text))
-            raw.append((titles(), "#" * level + " " + text, line, "heading"))
+            raw.append((titles(), "#" * level + " " + text, line, "heading", ()))
         elif tag == "p" or tag in ("figcaption", "address", "summary", "dt", "dd"):
             text = _text(el)
             if text:
-                raw.append((titles(), text, line, "text"))
+                raw.append((titles(), text, line, "text", ()))
         elif tag == "pre":
             text = el.text_content().strip("\n")
             if text.strip():
-                raw.append((titles(), f"```\n{text}\n```", line, "code"))
-        elif tag in ("ul", "ol"):
-            text = _list(el)
+                raw.append((titles(), f"```\n{text}\n```", line, "code", ()))
+        elif tag in ("ul", "ol", "dl"):
+            text, places = _joined(_list(el) if tag != "dl" else _definitions(el), line)
             if text:
-                raw.append((titles(), text, line, "list"))
-        elif tag == "dl":
-            text = _definitions(el)
-            if text:
-                raw.append((titles(), text, line, "list"))
+                raw.append((titles(), text, line, "list", places))
         elif tag == "table" and _is_layout(el):
             for cell in _cells(el):
                 walk(cell, cell.sourceline or line)
         elif tag == "table":
             text = _table(el)
             if text:
-                raw.append((titles(), text, line, "table"))
+                raw.append((titles(), text, line, "table", ()))
         elif tag == "blockquote":
             text = _text(el)
             if text:
-                raw.append((titles(), text, line, "quote"))
+                raw.append((titles(), text, line, "quote", ()))
         elif tag != "hr":
             walk(el, line)
 
     walk(root, root.sourceline or 1)
-    starts = sorted({start for _, _, start, _ in raw})
+    starts = sorted({start for _, _, start, _, _ in raw})
     sections: list[Section] = []
     blocks: list[Block] = []
     current: tuple[str, ...] | None = None
-    for trail, text, start, kind in raw:
+    for trail, text, start, kind, places in raw:
         later = [s for s in starts if s > start]
         end = later[0] - 1 if later else len(source_lines)
         while end > start and not source_lines[end - 1].strip():
@@ -338,7 +357,8 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             if blocks:
                 sections.append(Section(current or (), tuple(blocks)))
             blocks, current = [], trail
-        blocks.append(Block(text, start, max(start, end), kind))
+        end = max(start, end, *places)  # a list's lines are known: the block reaches its last one
+        blocks.append(Block(text, start, end, kind, tuple(min(max(p, start), end) for p in places)))
     if blocks:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="html", unit="line", sections=tuple(sections), title=title,
