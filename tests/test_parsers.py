@@ -479,6 +479,16 @@ def test_html_chunks_cut_from_one_long_list_cite_their_own_lines() -> None:
         assert chunk.start <= line <= chunk.start + 4 and chunk.end >= line, (chunk.start, line, chunk.end)
 
 
+def test_html_text_laid_out_with_breaks_keeps_its_indents_and_blank_lines() -> None:
+    """DocBook renders READMEs and release notes as literallayout: <br> and &nbsp; carry the shape."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html("<main><div class='literallayout'><p>Building:<br>\n&nbsp;&nbsp;0.&nbsp;Clone the code.<br>"
+                      "<br>\n&nbsp;&nbsp;1.&nbsp;Run make.<br></p></div><p>Plain\n   prose.</p></main>")
+    assert [b.text for b in page.sections[0].blocks] == [
+        "Building:\n  0. Clone the code.\n\n  1. Run make.", "Plain prose."]
+
+
 def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
     """Readability's link-density rule is for menus: a sentence with three links is prose, and a
     container whose paragraph is prose keeps it while its own link list goes."""

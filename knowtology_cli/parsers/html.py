@@ -108,10 +108,25 @@ def _content_root(doc: Any) -> tuple[Any, bool]:
 
 
 def _text(el: Any) -> str:
-    """Text of a paragraph-like element: source line breaks are spaces, ``<br>`` breaks the line."""
+    """Text of a paragraph-like element: source line breaks are spaces, ``<br>`` breaks the line.
+
+    Text laid out with ``<br>`` and ``&nbsp;`` (DocBook's literallayout: READMEs, release notes)
+    keeps its shape: no-break spaces that open a line indent it, and an empty line between two
+    ``<br>`` stays one blank line."""
     for br in el.iter("br"):
         br.tail = "\u2028" + (br.tail or "")
-    return "\n".join(flow(line) for line in el.text_content().split("\u2028") if line.strip())
+    lines: list[str] = []
+    for line in el.text_content().split("\u2028"):
+        text = flow(line)
+        if not text:
+            if lines and lines[-1]:
+                lines.append("")
+            continue
+        opening = line.lstrip(" \t\r\n")
+        lines.append(" " * (len(opening) - len(opening.lstrip("\xa0"))) + text)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
 
 
 def _content_lines(el: Any) -> list[tuple[str, bool, int]]:
