@@ -44,14 +44,22 @@ def write_two_page_pdf(path: Path) -> None:
     pdf.output(str(path))
 
 
-def write_lines_pdf(path: Path, pages: list[list[str]], headers: list[str] | None = None) -> None:
-    """A PDF of the given text lines, one list per page, each page under its running header (fpdf2).
+def write_lines_pdf(path: Path, pages: list[list[str]], headers: list[str] | None = None,
+                    numbered: bool = False) -> None:
+    """A PDF of the given text lines, one list per page, each page under its running header (fpdf2),
+    with the bare page number at its foot when ``numbered``.
 
     Each line is its own text line, so a line ending in ``-`` is a hyphen at a line end to PDFium.
     """
     from fpdf import FPDF
 
-    pdf = FPDF()
+    class Numbered(FPDF):
+        def footer(self) -> None:
+            if numbered:
+                self.set_y(-15)
+                self.cell(0, 10, str(self.page_no()), align="C")
+
+    pdf = Numbered()
     pdf.set_font("Helvetica", "", 11)
     for number, lines in enumerate(pages):
         pdf.add_page()

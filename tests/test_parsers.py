@@ -366,6 +366,18 @@ def test_pdf_line_end_hyphens_follow_the_documents_own_words(
         assert phrase in text, text
 
 
+def test_pdf_a_hyphen_that_ends_a_page_keeps_its_page_number_out(tmp_path: Path) -> None:
+    """PDFium joins a page's last line, when it ends in a hyphen, to the page number below it:
+    "--leak-check-1". The number is furniture; the hyphen waits for the next page."""
+    path = tmp_path / "manual.pdf"
+    write_lines_pdf(path, [["Leak checking is on by default.", "This is set independently of the option --leak-check-"],
+                           ["heuristics, which takes a list."]], numbered=True)
+    doc = parse(path)
+    text = " ".join(b.text for _, b in blocks(doc))
+    assert "--leak-check-1" not in text and "--leak-check-" in text and "\ufffe" not in text
+    assert doc.dropped == 2  # both page numbers
+
+
 def test_damaged_pdf_is_an_input_error() -> None:
     with pytest.raises(InputError, match=r"^bad\.pdf: cannot read the PDF .* — it is damaged"):
         parse(b"%PDF-1.7\nnot really", name="bad.pdf")

@@ -30,6 +30,7 @@ _DIGITS = re.compile(r"\d+")
 _LINE = re.compile(r"[^\r\n]+")
 _LETTER = re.compile(r"[^\W\d_]")
 _WORDS = re.compile(r"[\w-]+")
+_NUMBER_AFTER_HYPHEN = re.compile(rf"{LINE_END_HYPHEN}(\d{{1,5}})$")
 _BROKEN = re.compile(rf"([\w-]*){LINE_END_HYPHEN}([\w-]*)")
 
 
@@ -60,6 +61,10 @@ def _page_lines(page: Any) -> list[tuple[str, float, float]]:
             index = first if text.isascii() else len(text[:first].encode("utf-16-le")) // 2
             _, bottom, _, top = text_page.get_charbox(index, loose=True)
             rows.append((line, top, bottom))
+        # A page whose last line ends in a hyphen: PDFium joins the page number to it ("--leak-check-82")
+        if rows and (cut := _NUMBER_AFTER_HYPHEN.search(rows[-1][0])):
+            line, top, bottom = rows.pop()
+            rows += [(line[: cut.start(1)], top, bottom), (cut.group(1), top, bottom)]
         return rows
     finally:
         text_page.close()
@@ -152,6 +157,8 @@ def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple
 
     def resolve(m: re.Match[str]) -> str:
         before, after = m.group(1), m.group(2)
+        if not before or not after:  # the word goes on over the page: nothing here to join it to
+            return f"{before}-{after}"
         said = evidence(before, after)
         if said is None:
             said = style if _plain(before, after) else True
