@@ -75,6 +75,10 @@ def _noop_message(text: str) -> None:
     return None
 
 
+#: The most candidates a search reads to find ``k`` different texts among copies.
+FOLD_LIMIT = 1000
+
+
 class KnowledgeBase:
     """A store's collections and the four tools over them.
 
@@ -885,8 +889,16 @@ class KnowledgeBase:
         if mode != "keyword":
             self.embedder_for(name)  # a mismatched embedder is an error before any search runs
         reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn)
-        found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=2 * k,  # 2k: room for copies
-                         embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
+        want = 2 * k  # room for copies
+        while True:
+            found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=want,
+                             embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
+            # a single retriever stops at `want`: when copies fill it (a section a site repeats on
+            # every page), ask for more until k different texts are in or the list runs out
+            if (len(found.ranking) < want or want >= FOLD_LIMIT
+                    or len(self._fold_copies(name, found.ranking, k)[0]) >= k):
+                break
+            want *= 4
         ranking = found.ranking
         if chosen.tree_lift > 0 and ranking:
             from .retrieval.pipeline import tree_lift  # deferred: keeps kt browse fast
@@ -987,19 +999,28 @@ class KnowledgeBase:
         """The first ``k`` of ``ranking`` with copies folded in: a chunk whose text (whitespace aside)
         is that of a chunk ranked above it is no new lead — a site's print page, a file kept twice —
         so it leaves the list and is named on the first one's hit (``copies``). Copies score alike
-        in every retriever, so only candidates whose score equals another's are read to compare;
-        the first ``2k`` candidates are looked at."""
-        window = list(ranking[: 2 * k])
-        by_score = Counter(round(s.score, 6) for s in window)
-        tied = [s.chunk_id for s in window if by_score[round(s.score, 6)] > 1]
-        if not tied:
-            return window[:k], {}
-        read = {c.chunk_id: c for c in self.vectors.get(collection, tied)}
-        groups: dict[tuple[float, str, str], list[ScoredId]] = {}
-        for s in window:
-            c = read.get(s.chunk_id)
-            key = (round(s.score, 6), "text", copy_key(c.text)) if c else (round(s.score, 6), "id", s.chunk_id)
-            groups.setdefault(key, []).append(s)
+        in every retriever, so only candidates whose score equals another's are read to compare.
+        The first ``2k`` candidates are looked at, and twice as many again while they hold fewer
+        than ``k`` different texts (a config section a site repeats on twenty pages), so ``-k 5``
+        still gives five different texts when the ranking has them."""
+        size = 2 * k
+        read: dict[str, Any] = {}
+        while True:
+            window = list(ranking[:size])
+            by_score = Counter(round(s.score, 6) for s in window)
+            tied = [s.chunk_id for s in window if by_score[round(s.score, 6)] > 1]
+            if not tied:
+                return window[:k], {}
+            unread = [i for i in tied if i not in read]
+            read.update({c.chunk_id: c for c in self.vectors.get(collection, unread)} if unread else {})
+            groups: dict[tuple[float, str, str], list[ScoredId]] = {}
+            for s in window:
+                c = read.get(s.chunk_id)
+                key = (round(s.score, 6), "text", copy_key(c.text)) if c else (round(s.score, 6), "id", s.chunk_id)
+                groups.setdefault(key, []).append(s)
+            if len(groups) >= k or size >= len(ranking):
+                break
+            size *= 2
         kept: list[ScoredId] = []
         copies: dict[str, list[str]] = {}
         for members in list(groups.values())[:k]:

@@ -281,6 +281,24 @@ def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: P
     assert json.loads(kt("read", "site/print.md#1", "--force", "--json", store=store).stdout)["chunks"][0]["text"]
 
 
+def test_k_hits_are_k_different_texts_when_a_text_repeats_on_many_pages(tmp_path: Path) -> None:
+    """npm's docs repeat each config option's section on every command page that takes it: a search
+    for it must still give -k different texts, the copies named on the first."""
+    site = tmp_path / "site"
+    site.mkdir()
+    for n in range(8):
+        (site / f"command-{n}.md").write_text(
+            "# workspace-root\n\nInclude the workspace root when workspaces are enabled for a command.\n")
+    (site / "workspaces.md").write_text("# Workspaces\n\nWorkspaces link packages of one root in a monorepo.\n")
+    (site / "root.md").write_text("# Root\n\nThe root project holds the workspaces field.\n")
+    store = tmp_path / "store"
+    assert kt("ingest", str(site), "--embedder", "hash", store=store).returncode == 0
+    for command in (["search", "include the workspace root"], ["search", "workspace root", "--preset", "fast"]):
+        hits = json.loads(kt(*command, "-k", "3", "--json", store=store).stdout)["hits"]
+        assert len(hits) == 3, (command, [h["chunk_id"] for h in hits])
+        assert len(hits[0]["copies"]) == 7 and all(not h["copies"] for h in hits[1:]), command
+
+
 def test_grep_shows_the_heading_not_the_anchor_above_it(tmp_path: Path) -> None:
     """Reference docs put ``<a id="NAME"></a>`` above each ``### `NAME` `` heading: the hit line
     a reader gets is the heading that writes the name, for a regex and for keywords alike."""
