@@ -12,7 +12,7 @@ from _doc_fixtures import write_lines_pdf, write_two_page_pdf
 from knowtology_cli.builders.snippets import make_snippet
 from knowtology_cli.chunking import chunk_document
 from knowtology_cli.errors import ConfigError, InputError
-from knowtology_cli.parsers import detect_format, display_name, parse
+from knowtology_cli.parsers import detect_format, display_name, parse, parser_version
 
 MARKUP = re.compile(r":\w+:`|``|\.\. |\^\^\^|~~~|===|\|[a-z]+\||<[a-z/][^>]*>|\*\*|\]\(|^#", re.M)
 
@@ -82,7 +82,7 @@ Chargebacks are answered within 7 days.
 
 def test_rst_overline_titles_roles_and_directives() -> None:
     doc = parse(RST.encode(), name="billing.rst")
-    assert doc.format == "rst" and doc.parser == "rst/1"
+    assert doc.format == "rst" and doc.parser == parser_version("rst")
     assert [s.titles for s in doc.sections] == [
         ("Billing Handbook",),
         ("Billing Handbook", "Refunds"),
@@ -109,6 +109,45 @@ def test_rst_overline_titles_roles_and_directives() -> None:
     assert doc.dropped >= 5  # modeline, target, substitution, toctree, index, comment
     for snippet in snippets(doc, "billing.rst"):
         assert not MARKUP.search(snippet), snippet
+
+
+def test_markdown_front_matter_title_heads_trails_below_h1_and_its_description_is_text() -> None:
+    """npm's pages state `title: npm-ci` and `description:` in front matter, then start at `###`:
+    without the title every chunk was one of a hundred "Synopsis"; the summary was dropped."""
+    page = b"---\ntitle: npm-ci\nsection: 1\ndescription: Clean install a project\n---\n\n### Synopsis\n\n" \
+           b"```bash\nnpm ci\n```\n\n### Description\n\nThis command is like install.\n"
+    doc = parse(page, name="npm-ci.md")
+    assert [(s.titles, [b.text for b in s.blocks]) for s in doc.sections] == [
+        (("npm-ci",), ["Clean install a project"]),
+        (("npm-ci", "Synopsis"), ["### Synopsis", "```bash\nnpm ci\n```"]),
+        (("npm-ci", "Description"), ["### Description", "This command is like install."]),
+    ]
+    assert doc.sections[0].blocks[0].start == 1
+    # a page with its own h1 keeps its headings as they are
+    titled = parse(b"---\ntitle: Refunds policy\n---\n\n# Refunds\n\nText.\n", name="r.md")
+    assert [s.titles for s in titled.sections] == [("Refunds",)]
+
+
+def test_markdown_headings_resolve_reference_links_and_drop_badges() -> None:
+    """READMEs title themselves with badges and reference-style links: the trail is the words."""
+    page = (b"# QRCode Terminal Edition [![Build Status][ci-img]][ci-url]\n\nPrint codes.\n\n"
+            b"## Use [the API][api] now\n\nCall it.\n\n[ci-img]: https://ci/x.svg\n[ci-url]: https://ci\n"
+            b"[api]: https://api\n")
+    assert [s.titles for s in parse(page, name="README.md").sections] == [
+        ("QRCode Terminal Edition",), ("QRCode Terminal Edition", "Use the API now")]
+
+
+def test_rst_roles_keep_placeholders_and_conditions_and_paths_are_no_text() -> None:
+    """CMake's docs name things with placeholders (``IMPORTED_LOCATION_<CONFIG>``, ``$<LINK_ONLY:..>``):
+    only whitespace before ``<`` makes a role ``Title <target>``, as docutils reads it. A build
+    condition (``.. only:: html``) and a directive pointing at a file are no text; their content is."""
+    doc = parse(b"Options\n=======\n\nSee :prop_tgt:`IMPORTED_LOCATION_<CONFIG>`, :genex:`$<LINK_ONLY:...>` and "
+                b":variable:`CMAKE_CXX_FLAGS <CMAKE_<LANG>_FLAGS>`.\n\n.. only:: html\n\n   Shown on the web.\n\n"
+                b".. cmake-module:: ../../Modules/FindBoost.cmake\n", name="opts.rst")
+    assert [b.text for _, b in blocks(doc)][1:] == [
+        "See IMPORTED_LOCATION_<CONFIG>, $<LINK_ONLY:...> and CMAKE_CXX_FLAGS.", "Shown on the web."]
+    stub = parse(b"FindBoost\n---------\n\n.. cmake-module:: ../../Modules/FindBoost.cmake\n", name="FindBoost.rst")
+    assert [b.kind for _, b in blocks(stub)] == ["heading"]
 
 
 def test_rst_autodoc_directives_keep_their_signature_and_prose() -> None:

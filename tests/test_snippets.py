@@ -29,6 +29,19 @@ def test_markdown_syntax_is_stripped_and_the_section_title_prefixed() -> None:
         assert mark not in snippet
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Run `npm pkg get <field>` to print one field.", "Run npm pkg get <field> to print one field."),
+    ("Read content from a file called <filename> and store it in a <variable>.",
+     "Read content from a file called <filename> and store it in a <variable>."),
+    ("Pass `:not(<selector>)` to skip <b>matching</b> nodes.", "Pass :not(<selector>) to skip matching nodes."),
+    ('A <a href="/x">link</a> and <my-card>a card</my-card> so Vec<S> stays.', "A link and a card so Vec<S> stays."),
+])
+def test_placeholders_stay_and_html_tags_go(text: str, expected: str) -> None:
+    """``<filename>`` and ``<field>`` are what the text means (reST and man pages name arguments so,
+    code spans too); only HTML's own elements, custom elements and tags with attributes are markup."""
+    assert clean_markdown(text) == expected
+
+
 def test_a_heading_ending_in_a_colon_is_prefixed_with_one_colon() -> None:
     text = "### Within 24 hours (Class I and II):\n\nGenerate the customer list and call each customer."
     assert make_snippet(text) == "Within 24 hours (Class I and II): Generate the customer list and call each customer."

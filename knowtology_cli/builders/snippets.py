@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from ..parsers.inline import role_text
 from .params import SNIPPET_PARAMS
 
 __all__ = ["GENERIC_TITLES", "clean_markdown", "clean_parts", "make_snippet", "one_line"]
@@ -19,7 +20,6 @@ _BOLD_LINE = re.compile(r"^(\*\*|__)([^*_].{0,80}?)\1:?$")
 _SETEXT = re.compile(r"^\s*(=+|-+)\s*$")
 _ADORNMENT = re.compile(r"^\s*([=\-~^\"'`:#*+_<>.])\1{2,}\s*$")
 _ROLE = re.compile(r"(?<![\w`]):(?:[A-Za-z][\w.+-]*:)+`([^`]+)`")
-_TITLED = re.compile(r"^(.*?\S)\s*<[^<>]+>$", re.S)
 _REST_LINK = re.compile(r"(?<![\w`])`([^`<]+?)(?:\s*<[^>`]*>)?`__?(?!\w)")
 _DIRECTIVE = re.compile(r"^\s*\.\.\s+([A-Za-z][\w.+:-]*)::\s*(.*)$")
 _REST_COMMENT = re.compile(r"^\s*\.\.(?:\s|$)")
@@ -40,10 +40,22 @@ _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
 _LINK_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$")
 _AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
-_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
+_HTML_TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9-]*)(\s[^<>]*)?/?>")
+#: The HTML elements (WHATWG, with the obsolete ones Markdown still carries): a ``<name>`` that is
+#: none of these, a custom element (with a hyphen) or a tag with attributes is a placeholder the text
+#: means (``<filename>``, ``<CONFIG>``, ``Vec<S>``), not markup.
+HTML_ELEMENTS = frozenset("""
+a abbr address area article aside audio b base bdi bdo big blockquote body br button canvas caption
+center cite code col colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset
+figcaption figure font footer form h1 h2 h3 h4 h5 h6 head header hgroup hr html i iframe img input
+ins kbd label legend li link main map mark math menu meta meter nav noscript object ol optgroup option
+output p param picture pre progress q rp rt ruby s samp script search section select slot small source
+span strike strong style sub summary sup svg table tbody td template textarea tfoot th thead time title
+tr track tt u ul var video wbr""".split())
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1|(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\3(?![\w*])")
 _CODE_SPAN = re.compile(r"`+([^`]*)`+")
+_CODE_SPAN_SPLIT = re.compile(r"(`+[^`]*`+)")
 _STRIKE = re.compile(r"~~(.+?)~~")
 _SPACES = re.compile(r"\s+")
 _INLINE_MARK = re.compile(r"[\[*_`<~]")
@@ -81,19 +93,18 @@ def one_line(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def _role_text(target: str) -> str:
-    """What a reST role shows: the title of ``Title <target>``, else the target (``~a.b`` -> ``b``)."""
-    titled = _TITLED.match(target)
-    if titled:
-        return titled.group(1)
-    target = target.lstrip("!")
-    return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
+def _markup_gap(tag: re.Match[str]) -> str:
+    """A space for an HTML tag (see `HTML_ELEMENTS`), the text itself for a placeholder."""
+    name = tag.group(1)
+    html = tag.group(2) or "-" in name or (name.islower() and name in HTML_ELEMENTS)
+    return " " if html else tag.group(0)
 
 
-def _inline(text: str) -> str:
-    """Strip inline Markdown (links, emphasis, code spans, HTML) from one line."""
+def _inline(text: str, slots: bool = True) -> str:
+    """Strip inline Markdown (links, emphasis, code spans, HTML) from one line; with ``slots``
+    False every tag-like ``<word>`` goes too (terms want the topic, not the placeholders)."""
     if ":`" in text:
-        text = _ROLE.sub(lambda m: _role_text(m.group(1)), text)
+        text = _ROLE.sub(lambda m: role_text(m.group(1)), text)
     if " -" in text:
         text = _EM_DASH.sub("—", text)
     if not _INLINE_MARK.search(text):
@@ -104,7 +115,11 @@ def _inline(text: str) -> str:
     text = _LINK.sub(r"\1", text)
     text = _REF_LINK.sub(r"\1", text)
     text = _AUTOLINK.sub(r"\1", text)
-    text = _HTML_TAG.sub(" ", text)
+    if slots:  # markup outside code spans only: `npm pkg get <field>` keeps its placeholder
+        text = "".join(part if n % 2 else _HTML_TAG.sub(_markup_gap, part)
+                       for n, part in enumerate(_CODE_SPAN_SPLIT.split(text)))
+    else:
+        text = _HTML_TAG.sub(" ", text)
     text = _CODE_SPAN.sub(r"\1", text)
     text = _STRIKE.sub(r"\1", text)
     for _ in range(2):  # nested emphasis such as ***x***
@@ -112,7 +127,7 @@ def _inline(text: str) -> str:
     return text
 
 
-def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Split Markdown into headings, ``(heading above, prose block)`` pairs and code lines.
 
     Everything is stripped of syntax. A prose block is a paragraph, a list item or a table row
@@ -172,14 +187,14 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
         heading = _HEADING.match(line)
         if heading:
             flush()
-            headings.append(one_line(_inline(heading.group(2))))
+            headings.append(one_line(_inline(heading.group(2), slots)))
             continue
         bold = _BOLD_LINE.match(line)
         if bold and not paragraph:  # a bold line on its own acts as a sub-heading
-            headings.append(one_line(_inline(bold.group(2))))
+            headings.append(one_line(_inline(bold.group(2), slots)))
             continue
         if (_SETEXT.match(line) or _ADORNMENT.match(line)) and len(paragraph) == 1:
-            headings.append(one_line(_inline(" ".join(paragraph))))
+            headings.append(one_line(_inline(" ".join(paragraph), slots)))
             paragraph.clear()
             continue
         if _RULE.match(line) or _TABLE_SEP.match(line) or _ADORNMENT.match(line):
@@ -187,7 +202,7 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
             continue
         if line.startswith("|") or (line.count("|") >= 2 and not paragraph and not _LIST_MARK.match(line)):
             flush()
-            cells = [one_line(_inline(c)) for c in line.strip("|").split("|")]
+            cells = [one_line(_inline(c, slots)) for c in line.strip("|").split("|")]
             row = "; ".join(c for c in cells if c)
             if row and not in_navigation():
                 blocks.append((headings[-1] if headings else "", row))
@@ -201,19 +216,20 @@ def _blocks(text: str) -> tuple[list[str], list[tuple[str, str]], list[str]]:
             continue
         paragraph.append(line)
     flush()
-    cleaned = [(h, one_line(_inline(b))) for h, b in blocks]
+    cleaned = [(h, one_line(_inline(b, slots))) for h, b in blocks]
     return [h for h in headings if h], [(h, b) for h, b in cleaned if b], code
 
 
-def clean_markdown(text: str) -> str:
-    """Plain text of a Markdown chunk (headings, prose and code), one line, syntax removed."""
-    return clean_parts(text)[0]
+def clean_markdown(text: str, *, slots: bool = True) -> str:
+    """Plain text of a Markdown chunk (headings, prose and code), one line, syntax removed;
+    ``slots`` keeps placeholders such as ``<filename>`` (see `_inline`)."""
+    return clean_parts(text, slots=slots)[0]
 
 
-def clean_parts(text: str) -> tuple[str, str]:
+def clean_parts(text: str, *, slots: bool = True) -> tuple[str, str]:
     """`clean_markdown` of ``text`` and the same without its code blocks (what the chunk says in
     words), from one pass over the Markdown."""
-    headings, blocks, code = _blocks(text)
+    headings, blocks, code = _blocks(text, slots)
     words = [*headings, *(b for _, b in blocks)]
     return one_line(" ".join([*words, *code])), one_line(" ".join(words))
 

@@ -232,7 +232,7 @@ def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAM
         segments.append(_file_stem_raw(source))
     out = []
     for raw in segments:
-        segment = _NUMBERING.sub("", clean_markdown(raw)).strip(" .-–—")
+        segment = _NUMBERING.sub("", clean_markdown(raw, slots=False)).strip(" .-–—")
         # "index", "README", "Overview": a conventional page or section name says nothing of the topic
         if (segment and len(segment) <= params.max_phrase_chars and segment not in out
                 and segment.lower() not in GENERIC_TITLES):
@@ -358,8 +358,8 @@ def build_term_index(
     slugs: dict[str, str] = {}  # one-word file stems ("errorhandling", "api") -> their keys
     written: set[str] = set()  # words the chunks write in prose or titles, outside paths and URLs
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
-        plain, prose = clean_parts(text) if text else ("", "")
-        plain_title = clean_markdown(title) if title else ""
+        plain, prose = clean_parts(text, slots=False) if text else ("", "")
+        plain_title = clean_markdown(title, slots=False) if title else ""
         body = _terms(plain, stats, in_title=False)
         head = _terms(plain_title, stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)

@@ -35,3 +35,19 @@ def table_text(rows: Sequence[Sequence[str]], header: bool = True) -> str:
     if header and len(rows) > 1:
         lines.insert(1, "|" + " --- |" * width)
     return "\n".join(lines)
+
+
+#: ``Title <target>`` in a reST role: as docutils reads embedded targets, whitespace must come
+#: before the ``<``, so ``IMPORTED_LOCATION_<CONFIG>`` and ``$<TARGET_FILE:t>`` are names, and a
+#: target may hold ``<...>`` itself (``CMAKE_CXX_FLAGS <CMAKE_<LANG>_FLAGS>``).
+TITLED_TARGET = re.compile(r"^(.*?\S)\s+<(.+)>$", re.S)
+
+
+def role_text(text: str) -> str:
+    """What a reST role shows: the title of ``Title <target>``, else the target as Sphinx displays
+    it (``!a`` -> ``a``, ``~a.b.c`` -> ``c``)."""
+    titled = TITLED_TARGET.match(text)
+    if titled:
+        return titled.group(1)
+    text = text.lstrip("!")
+    return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text

@@ -11,6 +11,7 @@ from .inline import strip_tags
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
+_FRONT_DESCRIPTION = re.compile(r"^description\s*:\s*(.+?)\s*$", re.M | re.I)
 _KINDS = {
     "heading_open": "heading", "paragraph_open": "text", "bullet_list_open": "list",
     "ordered_list_open": "list", "blockquote_open": "quote", "table_open": "table",
@@ -41,22 +42,26 @@ _HEADING_ATTRS = re.compile(
     r"""(?:\s+#+)?\s*\{:?(?:\s*(?:[#.][\w:.-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+\s*\}\s*$""")
 
 
-def heading_text(source: str) -> str:
-    """Plain text of a heading's inline Markdown (without a trailing ``{#id .class}`` attribute list)."""
+def heading_text(source: str, env: dict[str, Any] | None = None) -> str:
+    """Plain text of a heading's inline Markdown (without a trailing ``{#id .class}`` attribute list).
+
+    ``env`` holds the document's link reference definitions, so ``[text][ref]`` reads ``text``; an
+    image in a heading (a README's badges) is decoration, not the heading's words."""
     source = _HEADING_ATTRS.sub("", source)
-    tokens = _inline_markdown().parseInline(source)
-    return inline_text(tokens[0]) if tokens else source.strip()
+    tokens = _inline_markdown().parseInline(source, dict(env or {}))
+    return inline_text(tokens[0], images=False) if tokens else source.strip()
 
 
-def inline_text(token: Any) -> str:
-    """Plain text of an inline token: emphasis, links and code marks gone, HTML tags stripped."""
+def inline_text(token: Any, *, images: bool = True) -> str:
+    """Plain text of an inline token: emphasis, links and code marks gone, HTML tags stripped;
+    images give their alt text unless ``images`` is False."""
     parts: list[str] = []
     for child in token.children or []:
         if child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
-        elif child.type == "image":
+        elif child.type == "image" and images:
             parts.append(child.content)
         elif child.type == "html_inline":
             parts.append(strip_tags(child.content))
@@ -95,12 +100,14 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     title, meta_lines = _meta_data(lines)
-    tokens = _markdown().parse("\n".join([""] * meta_lines + lines[meta_lines:]))
+    env: dict[str, Any] = {}  # the block parse collects link reference definitions here
+    tokens = _markdown().parse("\n".join([""] * meta_lines + lines[meta_lines:]), env)
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     titles: tuple[str, ...] = ()
     blocks: list[Block] = []
     dropped = 1 if meta_lines else 0
+    top = 7  # the highest heading level used
 
     def close() -> None:
         if blocks:
@@ -115,7 +122,11 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
         if token.type == "front_matter":
             found = _FRONT_TITLE.search(token.content)
             title = found.group(1).strip("'\" ") if found else ""
-            dropped += 1
+            about = _FRONT_DESCRIPTION.search(token.content)
+            if about and about.group(1).strip("'\" "):  # the page's one-line summary, as its author wrote it
+                blocks.append(Block(about.group(1).strip("'\" "), first + 1, max(first + 1, last), "text"))
+            else:
+                dropped += 1
             continue
         kind = _KINDS.get(token.type)
         if kind is None or not source.strip():  # hr, and anything without text
@@ -127,7 +138,8 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
                 continue
         if kind == "heading":
             level = int(token.tag[1])
-            heading = heading_text(tokens[index + 1].content)
+            top = min(top, level)
+            heading = heading_text(tokens[index + 1].content, env)
             close()
             while stack and stack[-1][0] >= level:
                 stack.pop()
@@ -137,5 +149,11 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
         blocks.append(Block(source, first + 1, max(first + 1, last), kind))
     close()
+    if title and top > 1:
+        # A page titled in its front matter whose headings start below h1 (npm's and many static
+        # sites' pages: `title: npm-ci`, then `### Synopsis`): the title heads every trail, so a
+        # chunk is "npm-ci › Synopsis", not one of a hundred "Synopsis".
+        sections = [s if s.titles[:1] and s.titles[0].casefold() == title.casefold()
+                    else Section((title, *s.titles), s.blocks) for s in sections]
     return Document(format="markdown", unit="line", sections=tuple(sections), title=title,
                     parser=parser_version("markdown"), dropped=dropped)

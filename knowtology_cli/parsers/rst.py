@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from .base import Block, Document, Section, parser_version
-from .inline import table_text
+from .inline import role_text, table_text
 
 #: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
 #: ``autoclass:: Name(args)`` and the like are kept like any unknown directive: the signature names
@@ -21,6 +21,10 @@ NAVIGATION_DIRECTIVES = frozenset({
     "inheritance-diagram", "autoprogram", "program", "c:namespace",
     "cpp:namespace", "py:currentmodule", "py:module",
 })
+#: Directives whose argument is a build condition; their content is the page's text.
+CONDITION_DIRECTIVES = frozenset({"only", "ifconfig"})
+#: A directive argument that is a path (``.. cmake-module:: ../../Modules/FindBoost.cmake``).
+_PATH_ARGUMENT = re.compile(r"^\S*[/\\]\S*$")
 #: How Sphinx words its version and cross-reference notes.
 _LABELS = {
     "versionadded": "New in version", "versionchanged": "Changed in version",
@@ -29,7 +33,6 @@ _LABELS = {
 }
 _ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
 _DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w.+:-]*?)::", re.M)
-_TITLED_TARGET = re.compile(r"^(.*?\S)\s*<([^<>]+)>$", re.S)
 _SKIP = ("comment", "substitution_definition", "target", "system_message", "pending", "raw",
          "transition", "meta", "decoration", "problematic")
 
@@ -47,17 +50,10 @@ class _AnyOptions(dict):
 
 
 def _role_text(text: str) -> str:
-    """What a role shows: the title of ``Title <target>``, else the target as Sphinx displays it."""
+    """What a role shows (`inline.role_text`), docutils' backslash escapes undone first."""
     from docutils.utils import unescape  # deferred: heavy
 
-    text = unescape(text)
-    titled = _TITLED_TARGET.match(text)
-    if titled:
-        return titled.group(1)
-    text = text.lstrip("!")
-    if text.startswith("~"):
-        text = text[1:].rsplit(".", 1)[-1]
-    return text
+    return role_text(unescape(text))
 
 
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
@@ -95,6 +91,8 @@ def _directive_class(name: str) -> Any:
             if label and name.startswith(("version", "deprecated")) and argument:
                 version, *rest = argument.split(None, 1)
                 argument = f"{version}: {' '.join(rest[0].split())}" if rest else version
+            if name in CONDITION_DIRECTIVES or _PATH_ARGUMENT.match(argument):
+                argument = ""  # a build condition ("html") or a file it points at is no text
             lead = f"{label} {argument}".strip() if label else argument
             if code:
                 block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
