@@ -21,6 +21,10 @@ _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE = re.compile(r"(?:[.!?…][\"'”’)\]]*\s+|[。！？]\s*)")
 _LINE = re.compile(r"\n\s*")
 _SPACE = re.compile(r"\s+")
+#: A pipe table's header row and the separator row under it.
+_TABLE_HEAD = re.compile(r"[ \t]*\|[^\n]*\n[ \t]*\|?[ \t]*:?-{2,}[^\n]*\n")
+#: The opening line of a fenced code block (its fence, ``group(1)``, closes it).
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*\n")
 _WORD = re.compile(r"[^\W_]")
 #: vim / vi / ex modelines and Emacs file-variable lines, wherever a format leaves them as text.
 _MODELINE = re.compile(
@@ -105,11 +109,14 @@ def has_prose(text: str) -> bool:
 class _Splitter:
     """Splits one over-long text into spans within ``maximum`` tokens, at the best boundaries."""
 
-    def __init__(self, text: str, *, target: int, maximum: int, encoding: str) -> None:
+    def __init__(self, text: str, *, target: int, maximum: int, encoding: str, lines_first: bool = False) -> None:
         self.text = text
         self.target = target
         self.maximum = maximum
         self.encoding = encoding
+        # a table, list or code block is made of lines: cut between rows and items before sentences
+        # ("(e.g." inside a row is no place to cut a table)
+        self.separators = (_PARAGRAPH, _LINE, _SENTENCE) if lines_first else (_PARAGRAPH, _SENTENCE, _LINE)
         self._counts: dict[tuple[int, int], int] = {}
 
     def tokens(self, start: int, end: int) -> int:
@@ -126,7 +133,7 @@ class _Splitter:
         if self.fits(start, end, self.maximum):
             yield start, end
             return
-        separators = (_PARAGRAPH, _SENTENCE, _LINE)
+        separators = self.separators
         if level >= len(separators):
             yield from self._cut_by_tokens(start, end)
             return
@@ -186,13 +193,25 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str) -> list[_Piece]:
     """The block as one piece, or split into pieces within ``maximum`` tokens with their own ranges."""
-    text = block.text.strip()
+    code = block.kind == "code"
+    text = block.text.strip("\n") if code else block.text.strip()  # code keeps its first line's indent
     heading = block.kind == "heading"
     if len(text) <= MAX_TOKEN_CHARS * maximum:
         tokens = count_tokens(text, encoding)
         if tokens <= maximum:
             return [_Piece(text, block.start, block.end, heading, tokens)]
-    splitter = _Splitter(text, target=target, maximum=maximum, encoding=encoding)
+    # A piece cut from a fenced block is fenced again; one cut from a table repeats its header rows,
+    # so every chunk reads as what it is (code, a table) on its own.
+    fence = _FENCE.match(text) if code else None
+    header = _TABLE_HEAD.match(text) if block.kind == "table" else None
+    opening = fence.group(0).rstrip("\n") + "\n" if fence else header.group(0) if header else ""
+    closing = "\n" + fence.group(1) if fence else ""
+    body_start = fence.start(1) if fence else header.end() if header else 0
+    # room for what a piece gains (+2: joining may tokenise a little worse),
+    lines_first = block.kind in ("table", "list", "code")
+    reserve = (count_tokens(opening, encoding) + count_tokens(closing, encoding) + 2 if opening else 0) + (
+        4 if lines_first else 0)  # and for the indent a piece's first line keeps
+    splitter = _Splitter(text, target=target, maximum=maximum - reserve, encoding=encoding, lines_first=lines_first)
     out = []
     mapped = unit == "line" and len(block.lines) == text.count("\n") + 1 and block.text == text
     for start, end in splitter.spans():
@@ -203,7 +222,15 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
             last = min(block.end, block.start + text.count("\n", 0, end))
         else:
             first, last = block.start, block.end
-        out.append(_Piece(text[start:end], first, max(first, last), heading, splitter.tokens(start, end)))
+        line_start = text.rfind("\n", 0, start) + 1
+        if lines_first and not text[line_start:start].strip():
+            start = line_start  # a line keeps its indent (code, a nested item)
+        piece = text[start:end]
+        if opening and start > body_start:
+            piece = opening + piece
+        if closing and not piece.rstrip().endswith(closing.strip()):
+            piece += closing
+        out.append(_Piece(piece, first, max(first, last), heading, count_tokens(piece, encoding)))
     return out
 
 

@@ -161,6 +161,35 @@ def test_text_without_headings_is_titled_by_name_without_extensions() -> None:
     assert [(c.title, c.section, c.text) for c in chunks] == [("os.path", "", "Just some notes.")]
 
 
+def test_a_long_table_splits_between_rows_and_every_piece_keeps_its_header() -> None:
+    """node-gyp's option table was cut inside a row at "(e.g."; a row is the table's unit, and a
+    piece of a table without its header rows is no table to a reader."""
+    rows = "\n".join(f"| --opt{i} | Set the target architecture (e.g. ia32). Then build. |" for i in range(80))
+    chunks = split_document(f"# Options\n\n| Flag | Meaning |\n| --- | --- |\n{rows}\n", file_name="o.md")
+    assert len(chunks) >= 3
+    for chunk in chunks:
+        table = chunk.text[chunk.text.index("| Flag"):]
+        assert table.startswith("| Flag | Meaning |\n| --- | --- |\n| --opt"), chunk.text[:80]
+        assert all(line.endswith("Then build. |") for line in table.split("\n")[2:]), chunk.text[-80:]
+        assert count_tokens(chunk.text) <= 450
+
+
+def test_a_long_fenced_block_is_fenced_in_every_piece_and_keeps_indents() -> None:
+    """A piece of a long code block starts and ends with its fence, and its first line keeps its
+    indent; an indented code block after a paragraph keeps its first line's indent too."""
+    code = "\n".join(f"    value_{i} = compute({i})  # step {i}" for i in range(200))
+    chunks = split_document(f"# Build\n\n```python\n{code}\n```\n\nInstall:\n\n    $ npm install tool\n"
+                            f"    $ tool --help\n", file_name="b.md")
+    fenced = [c for c in chunks if "value_" in c.text]
+    assert len(fenced) >= 3
+    for chunk in fenced:
+        body = chunk.text[chunk.text.index("```python"):]
+        assert body.startswith("```python\n    value_"), body[:40]
+        assert body.rstrip().endswith("```") or "Install:" in body
+        assert count_tokens(chunk.text) <= 450
+    assert "\n    $ npm install tool\n    $ tool --help" in chunks[-1].text
+
+
 def test_long_paragraph_splits_at_sentence_ends() -> None:
     text = " ".join(f"Sentence number {i} talks about refunds and parcels." for i in range(200))
     chunks = split_document(text, file_name="a.txt", max_tokens=60, target_tokens=40)
