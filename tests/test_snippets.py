@@ -42,6 +42,16 @@ def test_placeholders_stay_and_html_tags_go(text: str, expected: str) -> None:
     assert clean_markdown(text) == expected
 
 
+def test_a_version_label_alone_is_no_snippet() -> None:
+    """Sphinx's ``versionadded`` opens a third of CMake's reference pages; "New in version 3.13." is
+    no lead, the sentence after it is. A label with its own words stays."""
+    text = "New in version 3.13.\n\nSpecify the separator used when a compiler driver forwards linker flags."
+    assert make_snippet(text, "LINKER_FLAG_SEP") == (
+        "LINKER_FLAG_SEP: Specify the separator used when a compiler driver forwards linker flags.")
+    assert make_snippet("Changed in version 3.2: paths may be relative.", "X") == (
+        "X: Changed in version 3.2: paths may be relative.")
+
+
 def test_a_heading_ending_in_a_colon_is_prefixed_with_one_colon() -> None:
     text = "### Within 24 hours (Class I and II):\n\nGenerate the customer list and call each customer."
     assert make_snippet(text) == "Within 24 hours (Class I and II): Generate the customer list and call each customer."

@@ -72,7 +72,8 @@ _BOILERPLATE = re.compile(
     r"back to top|top of page|skip to (main )?content|click here|read more|see also|related( articles| pages)?|"
     r"last (updated|reviewed|modified)\b.*|updated\b.*|copyright\b.*|©.*|all rights reserved.*|"
     r"page \d+( of \d+)?|draft|confidential|internal use only|todo|tbd|n/?a|"
-    r"(policy |document )?owner:.*|version:?\s*[\d.]+.*)\W*$",
+    r"(policy |document )?owner:.*|version:?\s*[\d.]+.*|"
+    r"(new in|changed in|deprecated since|removed in) version\s+[\w.-]+)\W*$",
     re.I,
 )
 GENERIC_TITLES = frozenset(
