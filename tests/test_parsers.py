@@ -150,6 +150,13 @@ def test_rst_roles_keep_placeholders_and_conditions_and_paths_are_no_text() -> N
     assert [b.kind for _, b in blocks(stub)] == ["heading"]
 
 
+def test_rst_a_version_note_that_ends_a_sentence_gets_no_colon() -> None:
+    """CMake writes ``.. versionadded:: 3.20`` with its sentence on the next line and more below:
+    "New in version 3.20: Use the default if any." is the line, not "…if any.:"."""
+    doc = parse(b"T\n=\n\n.. versionadded:: 3.20\n  Use the default if any.\n\n  More text.\n", name="a.rst")
+    assert [b.text for _, b in blocks(doc)][1] == "New in version 3.20: Use the default if any.\n\nMore text."
+
+
 def test_rst_autodoc_directives_keep_their_signature_and_prose() -> None:
     # Seen on Sphinx's own docs (an API page of only autodoc directives was "no text to index"): the
     # signature names the API and the content under it is the page's prose; :members: is an option.

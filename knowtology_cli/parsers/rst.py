@@ -99,7 +99,7 @@ def _directive_class(name: str) -> Any:
                 block.line = self.lineno
                 return [block]
             if lead:
-                text = lead + (":" if label and self.content and not lead.endswith(":") else "")
+                text = lead + (":" if label and self.content and not lead.endswith((":", ".", "!", "?", ";")) else "")
                 inline, _ = self.state.inline_text(text, self.lineno)
                 para = nodes.paragraph(text, "", *inline)
                 para.line = self.lineno
