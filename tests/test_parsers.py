@@ -549,14 +549,17 @@ def test_html_text_laid_out_with_breaks_keeps_its_indents_and_blank_lines() -> N
 
 def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
     """Readability's link-density rule is for menus: a sentence with three links is prose, and a
-    container whose paragraph is prose keeps it while its own link list goes."""
+    container whose paragraph is prose keeps it while its own link list goes; a definition list of
+    links (an FAQ's list of questions) is a link list too."""
     from knowtology_cli.parsers.html import parse_html
 
     page = parse_html(
         "<main><p>See <a href='i'>npm install</a>, <a href='c'>npm ci</a> and <a href='u'>npm update</a> for details.</p>"
         "<div><p>This guide explains how to install the tool.</p>"
         "<ul><li><a href='a'>Alpha</a></li><li><a href='b'>Beta</a></li><li><a href='g'>Gamma</a></li></ul></div>"
-        "<div><p><a href='h'>Home</a></p><p><a href='o'>About</a></p><p><a href='t'>Contact</a></p></div></main>")
+        "<div><p><a href='h'>Home</a></p><p><a href='o'>About</a></p><p><a href='t'>Contact</a></p></div>"
+        "<dl><dt><a href='#q1'>1. Background</a></dt><dd><a href='#q11'>1.1. How is it said?</a></dd>"
+        "<dd><a href='#q12'>1.2. Where is it from?</a></dd></dl></main>")
     text = [b.text for s in page.sections for b in s.blocks]
     assert text == ["See npm install, npm ci and npm update for details.", "This guide explains how to install the tool."]
 

@@ -89,7 +89,7 @@ def _clean(root: Any, page_level: bool) -> int:
         if not isinstance(el.tag, str):  # comments, processing instructions
             el.drop_tree()
             continue
-        if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "div", "table", "section")
+        if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "dl", "div", "table", "section")
                                              and _is_link_list(el) and not _holds_prose(el)):
             el.drop_tree()
             removed += 1
