@@ -476,6 +476,10 @@ def test_detect_format(name: str, content_type: str | None, head: bytes | None, 
     ("tickets.jsonl", "tickets"),
     ("README", "README"),
     (".md", ".md"),
+    # a file named for its role in its folder is named with the folder (22 npm packages' README.md)
+    ("readmes/nopt/README.md", "nopt README"),
+    ("pkg/CHANGELOG.md", "pkg CHANGELOG"),
+    ("docs/readme-first.md", "readme-first"),
 ])
 def test_display_name_strips_document_extensions_and_keeps_case(file_name: str, shown: str) -> None:
     assert display_name(file_name) == shown

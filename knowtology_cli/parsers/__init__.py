@@ -59,18 +59,28 @@ _RST_MARKUP = re.compile(
 _RST_EVIDENCE = 2
 
 
+#: File names that say what a file is to its folder, not what it is about: such a file is named
+#: with its folder (``nopt/README.md`` -> ``nopt README``).
+CONVENTIONAL_NAMES = frozenset({"readme", "index", "changelog", "changes", "history", "news", "license",
+                                "contributing", "authors", "notes", "todo"})
+
+
 def display_name(file_name: str) -> str:
     """A file's name as shown to people: no folder, no document extensions, case kept.
 
     ``docs/api/os.path.rst.txt`` -> ``os.path``; ``faq-billing.md`` -> ``faq-billing``. Only
-    extensions of document formats (and JSONL) are removed, so dotted identifiers survive.
+    extensions of document formats (and JSONL) are removed, so dotted identifiers survive. A
+    conventional name (`CONVENTIONAL_NAMES`) keeps its folder: ``nopt/README.md`` -> ``nopt README``.
     """
-    name = PurePosixPath(file_name.replace("\\", "/")).name or file_name
+    path = PurePosixPath(file_name.replace("\\", "/"))
+    name = path.name or file_name
     for _ in range(2):
         stem, dot, ext = name.rpartition(".")
         if not dot or not stem or f".{ext.lower()}" not in (*_EXTENSIONS, ".jsonl", ".ndjson"):
             break
         name = stem
+    if name.lower() in CONVENTIONAL_NAMES and path.parent.name:
+        return f"{path.parent.name} {name}"
     return name
 
 
