@@ -1121,21 +1121,23 @@ class KnowledgeBase:
         mapped = {m.chunk_id: m for m in self.tree.mappings(name, chunk_ids=[i for i, _ in order])}
         seen = set(self.read_history(collection=name, session=session_name))
         # A copy of a text the session has read (a print page, a repeated paragraph) is read too.
-        texts_read: set[str] = set()
+        texts_read: dict[str, str] = {}  # text -> the chunk the session read it as
         if not force and seen and any(i not in seen for i, _ in order):
-            texts_read = {copy_key(c.text) for c in self.vectors.get(name, sorted(seen))}
+            texts_read = {copy_key(c.text): c.chunk_id for c in self.vectors.get(name, sorted(seen))}
         out: list[ReadChunk] = []
         newly: list[str] = []
         for chunk_id, context_of in order:
             c = chunks[chunk_id]
             text = copy_key(c.text)
             repeat = (chunk_id in seen or text in texts_read) and not force
+            same_as = texts_read.get(text) if repeat and chunk_id not in seen else None
             if text:
-                texts_read.add(text)
+                texts_read.setdefault(text, chunk_id)
             out.append(ReadChunk(chunk_id=chunk_id, path=mapped[chunk_id].path if chunk_id in mapped else "",
                                  text=None if repeat else c.text, already_read=repeat, doc_id=c.doc_id,
                                  file_name=c.file_name, chunk_index=c.chunk_index, title=c.title,
-                                 context_of=context_of, **provenance(c.metadata)))
+                                 context_of=context_of, same_as=same_as if same_as != chunk_id else None,
+                                 **provenance(c.metadata)))
             if not repeat and chunk_id not in seen:
                 newly.append(chunk_id)
         if newly:

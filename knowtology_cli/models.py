@@ -156,6 +156,8 @@ class ReadChunk(Record):
     pages: tuple[int, int] | None = None
     #: set on a neighbouring chunk returned by ``read(..., context=N)``: the id it is context for.
     context_of: str | None = None
+    #: on a repeat that is a copy: the chunk of the same text the session read (so it is known which)
+    same_as: str | None = None
 
 
 class ReadResult(Record):

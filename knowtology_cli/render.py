@@ -97,7 +97,8 @@ def read_text(result: ReadResult, *, context: bool = False) -> str:
     blocks = []
     for c in result.chunks:
         if c.already_read:
-            blocks.append(f"[{c.chunk_id}] {ALREADY_READ}" + (f" (context of {c.context_of})" if c.context_of else ""))
+            blocks.append(f"[{c.chunk_id}] {ALREADY_READ}" + (f" (same text as {c.same_as})" if c.same_as else "")
+                          + (f" (context of {c.context_of})" if c.context_of else ""))
             continue
         where = c.path or "(unmapped)"
         if c.file_name and (c.lines or c.pages):

@@ -277,7 +277,10 @@ def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: P
     # Having read one copy, the session has read the text: the other copy is a repeat, not new text.
     assert "Chilled totes" in kt("read", "site/zone-cold.md#0", store=store).stdout
     again = json.loads(kt("read", "site/print.md#1", "site/bread.md#0", "--json", store=store).stdout)["chunks"]
-    assert [(c["chunk_id"], c["already_read"]) for c in again] == [("site/print.md#1", True), ("site/bread.md#0", False)]
+    assert [(c["chunk_id"], c["already_read"], c["same_as"]) for c in again] == [
+        ("site/print.md#1", True, "site/zone-cold.md#0"), ("site/bread.md#0", False, None)]
+    said = kt("read", "site/print.md#1", store=store).stdout
+    assert "[site/print.md#1] (already read — skip) (same text as site/zone-cold.md#0)" in said
     assert json.loads(kt("read", "site/print.md#1", "--force", "--json", store=store).stdout)["chunks"][0]["text"]
 
 
