@@ -568,6 +568,19 @@ def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
     assert text == ["See npm install, npm ci and npm update for details.", "This guide explains how to install the tool."]
 
 
+def test_html_a_heading_left_with_nothing_under_it_goes() -> None:
+    """npm's pages end with "See Also" over a link list: once the list goes as furniture, the heading
+    alone closed a chunk. A heading with neither text nor a subsection under it is dropped, and so is a
+    parent whose only subsection was such a heading; text is never dropped by this."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html("<main><h1>npm-ci</h1><p>Clean install.</p><h2>Empty</h2><h3>Nothing</h3>"
+                      "<h2>Notes</h2><p>Kept.</p><h2>See Also</h2>"
+                      "<ul><li><a href='a'>npm install</a></li><li><a href='b'>npm update</a></li>"
+                      "<li><a href='c'>npm audit</a></li></ul></main>")
+    assert [b.text for s in page.sections for b in s.blocks] == ["# npm-ci", "Clean install.", "## Notes", "Kept."]
+
+
 def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> None:
     """A ``header`` inside a section is that section's title (npm puts each page's h1 and summary
     there); only one outside every sectioning element is the site's banner (HTML-AAM). A table

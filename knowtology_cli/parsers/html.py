@@ -357,6 +357,8 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             walk(el, line)
 
     walk(root, root.sourceline or 1)
+    raw, emptied = _without_empty_headings(raw)
+    dropped += emptied
     starts = sorted({start for _, _, start, _, _ in raw})
     sections: list[Section] = []
     blocks: list[Block] = []
@@ -378,6 +380,24 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="html", unit="line", sections=tuple(sections), title=title,
                     parser=parser_version("html"), dropped=dropped)
+
+
+def _heading_level(text: str) -> int:
+    return len(text) - len(text.lstrip("#"))
+
+
+def _without_empty_headings(raw: list[Any]) -> tuple[list[Any], int]:
+    """Drop headings left with nothing under them, neither text nor a subsection: what followed
+    them was furniture (a "See also" over a link list). A heading alone says nothing of a page."""
+    kept: list[Any] = []  # built from the end, so a parent whose only subsection went goes too
+    for entry in reversed(raw):
+        following = kept[-1] if kept else None
+        if entry[3] == "heading" and (following is None or (
+                following[3] == "heading" and _heading_level(following[1]) <= _heading_level(entry[1]))):
+            continue
+        kept.append(entry)
+    kept.reverse()
+    return kept, len(raw) - len(kept)
 
 
 def _closing_lines(lines: list[str], start: int) -> int:
