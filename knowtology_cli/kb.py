@@ -410,15 +410,9 @@ class KnowledgeBase:
         A document edit shifts the line ranges of the chunks after it; those rows get their new
         metadata but keep their stored vector (``(chunk, vector)`` pairs), so nothing is re-embedded.
         """
-        existing = [c for c in todo if c.chunk_id in stored]
-        if not existing:
-            return todo, []
-        old = {c.chunk_id: c for c in self.vectors.get(name, [c.chunk_id for c in existing])}
-        same = [c for c in existing if c.chunk_id in old and (old[c.chunk_id].title, old[c.chunk_id].text) == (c.title, c.text)]
-        vectors = self.vectors.vectors(name, [c.chunk_id for c in same]) if same else {}
-        moved = [(c, vectors[c.chunk_id]) for c in same if c.chunk_id in vectors]
-        keep = {c.chunk_id for c, _ in moved}
-        return [c for c in todo if c.chunk_id not in keep], moved
+        same = self._same_text(name, [(c, c.chunk_id) for c in todo if c.chunk_id in stored])
+        keep = {c.chunk_id for c, _, _ in same}
+        return [c for c in todo if c.chunk_id not in keep], [(c, v) for c, _, v in same]
 
     def _copied(
         self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]]
@@ -427,18 +421,29 @@ class KnowledgeBase:
         has (a renamed or moved file, a copied page): ``(chunk, stored id, stored vector)``, so
         unchanged text is never embedded twice. Candidates are found by content hash, then checked."""
         by_hash = {digest: chunk_id for chunk_id, (digest, _) in stored.items()}
-        candidates = {c.chunk_id: by_hash[c.content_hash] for c in todo
-                      if c.chunk_id not in stored and c.content_hash in by_hash}
-        if not candidates:
-            return todo, []
-        sources = sorted(set(candidates.values()))
-        old = {c.chunk_id: c for c in self.vectors.get(name, sources)}
-        vectors = self.vectors.vectors(name, sources)
-        copied = [(c, candidates[c.chunk_id], vectors[candidates[c.chunk_id]]) for c in todo
-                  if c.chunk_id in candidates and candidates[c.chunk_id] in vectors
-                  and (old[candidates[c.chunk_id]].title, old[candidates[c.chunk_id]].text) == (c.title, c.text)]
+        copied = self._same_text(name, [(c, by_hash[c.content_hash]) for c in todo
+                                        if c.chunk_id not in stored and c.content_hash in by_hash])
         keep = {c.chunk_id for c, _, _ in copied}
         return [c for c in todo if c.chunk_id not in keep], copied
+
+    def _same_text(self, name: str, pairs: list[tuple[Chunk, str]]) -> list[tuple[Chunk, str, Any]]:
+        """Of ``(chunk, stored id)`` pairs, those whose stored row has the chunk's title and text, with
+        the stored vector: the embedding input is the same, so the vector is too."""
+        if not pairs:
+            return []
+        ids = sorted({stored_id for _, stored_id in pairs})
+        old = {c.chunk_id: c for c in self.vectors.get(name, ids)}
+        same = [(c, i) for c, i in pairs if i in old and (old[i].title, old[i].text) == (c.title, c.text)]
+        vectors = self.vectors.vectors(name, sorted({i for _, i in same})) if same else {}
+        return [(c, i, vectors[i]) for c, i in same if i in vectors]
+
+    def _upsert_with_vectors(self, name: str, rows: Sequence[tuple[Chunk, Any]]) -> None:
+        """Write rows with vectors already at hand (stored ones reused), in upsert batches."""
+        import numpy as np  # deferred: heavy
+
+        for start in range(0, len(rows), UPSERT_BATCH):
+            part = rows[start : start + UPSERT_BATCH]
+            self.vectors.upsert(name, [c for c, _ in part], np.stack([v for _, v in part]))
 
     def _moved_sources(self, name: str, batch: Any, copied: list[tuple[Chunk, str, Any]],
                        owners: dict[str, tuple[str, str]], removed: set[str]) -> dict[str, int]:
@@ -455,11 +460,7 @@ class KnowledgeBase:
     def _write_copies(self, name: str, copied: list[tuple[Chunk, str, Any]], removed: set[str]) -> None:
         """Store copies with their source's vectors; a copy whose source leaves in this run (a move)
         takes its place in the tree, as the same text would be placed there."""
-        import numpy as np  # deferred: heavy
-
-        for start in range(0, len(copied), UPSERT_BATCH):
-            part = copied[start : start + UPSERT_BATCH]
-            self.vectors.upsert(name, [c for c, _, _ in part], np.stack([v for _, _, v in part]))
+        self._upsert_with_vectors(name, [(c, v) for c, _, v in copied])
         heirs = {source: chunk for chunk, source, _ in copied if source in removed}
         mapped = self.tree.mappings(name, chunk_ids=list(heirs)) if heirs else []
         if mapped:
@@ -472,11 +473,7 @@ class KnowledgeBase:
 
     def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
         """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""
-        import numpy as np  # deferred: heavy
-
-        for start in range(0, len(moved), UPSERT_BATCH):
-            part = moved[start : start + UPSERT_BATCH]
-            self.vectors.upsert(name, [c for c, _ in part], np.stack([v for _, v in part]))
+        self._upsert_with_vectors(name, moved)
         rows = {c.chunk_id: c for c, _ in moved}
         mapped = self.tree.mappings(name, chunk_ids=list(rows))
         if mapped:  # the chunk's meaning is unchanged: its place and snippet stay, only the source moved
@@ -890,13 +887,14 @@ class KnowledgeBase:
             self.embedder_for(name)  # a mismatched embedder is an error before any search runs
         reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn)
         want = 2 * k  # room for copies
+        texts: dict[str, Any] = {}  # candidates read to compare copies, kept for the final fold
         while True:
             found = retrieve(self.vectors, name, query, mode=mode, preset=chosen, k=want,
                              embed_query=lambda text: self.embedder_for(name).embed_query(text), within=within)
             # a single retriever stops at `want`: when copies fill it (a section a site repeats on
             # every page), ask for more until k different texts are in or the list runs out
             if (len(found.ranking) < want or want >= FOLD_LIMIT
-                    or len(self._fold_copies(name, found.ranking, k)[0]) >= k):
+                    or len(self._fold_copies(name, found.ranking, k, texts)[0]) >= k):
                 break
             want *= 4
         ranking = found.ranking
@@ -912,7 +910,7 @@ class KnowledgeBase:
             head = self._hits(name, ranking[: reranker.top_n])
             outcome = reranker.rerank(query, ranking, {h.chunk_id: h.snippet for h in head})
             ranking, reranked = outcome.ranking, outcome.scores
-        top, copies = self._fold_copies(name, ranking, k)
+        top, copies = self._fold_copies(name, ranking, k, texts)
         hits = self._hits(name, top, min_score, copies)
         if mode == "keyword":
             hits = self._keyword_windows(name, hits, query)
@@ -994,7 +992,8 @@ class KnowledgeBase:
             out.append(h if window is None else h.model_copy(update={"snippet": window.text, "marks": window.marks}))
         return out
 
-    def _fold_copies(self, collection: str, ranking: Sequence[ScoredId], k: int) -> tuple[
+    def _fold_copies(self, collection: str, ranking: Sequence[ScoredId], k: int,
+                     read: dict[str, Any] | None = None) -> tuple[
             list[ScoredId], dict[str, list[str]]]:
         """The first ``k`` of ``ranking`` with copies folded in: a chunk whose text (whitespace aside)
         is that of a chunk ranked above it is no new lead — a site's print page, a file kept twice —
@@ -1002,9 +1001,10 @@ class KnowledgeBase:
         in every retriever, so only candidates whose score equals another's are read to compare.
         The first ``2k`` candidates are looked at, and twice as many again while they hold fewer
         than ``k`` different texts (a config section a site repeats on twenty pages), so ``-k 5``
-        still gives five different texts when the ranking has them."""
+        still gives five different texts when the ranking has them. ``read`` caches the chunks read
+        (a search folds twice: to decide how deep to retrieve, then for its hits)."""
         size = 2 * k
-        read: dict[str, Any] = {}
+        read = {} if read is None else read
         while True:
             window = list(ranking[:size])
             by_score = Counter(round(s.score, 6) for s in window)

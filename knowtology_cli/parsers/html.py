@@ -34,7 +34,7 @@ _SECTIONING = frozenset({"article", "aside", "main", "nav", "section"})
 _LINE_TAGS = frozenset({"p", "div", "section", "article", "blockquote", "figure", "figcaption", "address",
                         "h1", "h2", "h3", "h4", "h5", "h6", "header", "footer", "details", "summary", "center"})
 #: A table whose cells hold these lays a page out; a data table's cells hold phrases.
-_LAYOUT_TAGS = frozenset({"p", "pre", "ul", "ol", "dl", "table", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"})
+_LAYOUT_TAGS = frozenset({"pre", "ul", "ol", "dl", "table", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"})
 
 
 def _tag(el: Any) -> str:
@@ -160,12 +160,10 @@ def _content_lines(el: Any) -> list[tuple[str, bool, int]]:
             elif tag == "dl":
                 lines.extend((text, False, src) for text, src in _definitions(child))
             elif tag == "pre":
-                code = child.text_content().strip("\n")
-                if code.strip():
-                    rows = code.split("\n")
-                    lines.append(("```", False, line))
-                    lines.extend((row, False, line + i) for i, row in enumerate(rows))
-                    lines.append(("```", False, line + len(rows) - 1))
+                rows = _fenced(child)
+                if rows:  # code line j is source line line + j; each fence stands by its nearest code line
+                    places = [line, *(line + j for j in range(len(rows) - 2)), line + len(rows) - 3]
+                    lines.extend((row, False, at) for row, at in zip(rows, places, strict=True))
             elif tag == "table":
                 lines.extend((row, False, line) for row in _table(child).split("\n") if row)
             elif tag != "br":
@@ -175,6 +173,12 @@ def _content_lines(el: Any) -> list[tuple[str, bool, int]]:
         add(child.tail or "", line)
     flush()
     return lines
+
+
+def _fenced(pre: Any) -> list[str]:
+    """A ``<pre>`` as the lines of a fenced code block (none when it holds only whitespace)."""
+    code = pre.text_content().strip("\n")
+    return ["```", *code.split("\n"), "```"] if code.strip() else []
 
 
 def _list(el: Any, depth: int = 0) -> list[tuple[str, int]]:
@@ -223,7 +227,7 @@ def _is_layout(el: Any) -> bool:
     paragraphs) rather than holding data, whose cells are phrases."""
     for cell in _cells(el):
         inner = [_tag(d) for d in cell.iterdescendants()]
-        if any(t in _LAYOUT_TAGS and t != "p" for t in inner) or inner.count("p") > 1:
+        if any(t in _LAYOUT_TAGS for t in inner) or inner.count("p") > 1:
             return True
     return False
 
@@ -335,9 +339,9 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             if text:
                 raw.append((titles(), text, line, "text", ()))
         elif tag == "pre":
-            text = el.text_content().strip("\n")
-            if text.strip():
-                raw.append((titles(), f"```\n{text}\n```", line, "code", ()))
+            rows = _fenced(el)
+            if rows:
+                raw.append((titles(), "\n".join(rows), line, "code", ()))
         elif tag in ("ul", "ol", "dl"):
             text, places = _joined(_list(el) if tag != "dl" else _definitions(el), line)
             if text:
@@ -374,8 +378,8 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
             if blocks:
                 sections.append(Section(current or (), tuple(blocks)))
             blocks, current = [], trail
-        end = max(start, end, *places)  # a list's lines are known: the block reaches its last one
-        blocks.append(Block(text, start, end, kind, tuple(min(max(p, start), end) for p in places)))
+        end = max(start, end, *places)  # a list's lines are known (never before start): the block reaches its last
+        blocks.append(Block(text, start, end, kind, places))
     if blocks:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="html", unit="line", sections=tuple(sections), title=title,

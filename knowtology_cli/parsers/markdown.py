@@ -122,9 +122,10 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
         if token.type == "front_matter":
             found = _FRONT_TITLE.search(token.content)
             title = found.group(1).strip("'\" ") if found else ""
-            about = _FRONT_DESCRIPTION.search(token.content)
-            if about and about.group(1).strip("'\" "):  # the page's one-line summary, as its author wrote it
-                blocks.append(Block(about.group(1).strip("'\" "), first + 1, max(first + 1, last), "text"))
+            found = _FRONT_DESCRIPTION.search(token.content)
+            about = found.group(1).strip("'\" ") if found else ""
+            if about:  # the page's one-line summary, as its author wrote it
+                blocks.append(Block(about, first + 1, max(first + 1, last), "text"))
             else:
                 dropped += 1
             continue

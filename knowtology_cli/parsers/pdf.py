@@ -94,9 +94,14 @@ def _paragraphs(lines: list[tuple[str, float, float]], usual: float) -> list[lis
     return out
 
 
+def _key(line: str) -> str:
+    """A line's digit-free form: a running header with its page or chapter number is one line."""
+    return _DIGITS.sub("#", line.lower())
+
+
 def _edge_keys(lines: list[tuple[str, float, float]]) -> set[str]:
     """Digit-free forms of a page's first and last two lines (where headers and footers sit)."""
-    return {_DIGITS.sub("#", t.lower()) for t, _, _ in lines[:2] + lines[-2:]}
+    return {_key(t) for t, _, _ in lines[:2] + lines[-2:]}
 
 
 def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
@@ -235,7 +240,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         kept = []
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
-            if edge and (_PAGE_NUMBER.match(line[0]) or _DIGITS.sub("#", line[0].lower()) in running[index]):
+            if edge and (_PAGE_NUMBER.match(line[0]) or _key(line[0]) in running[index]):
                 dropped += 1
                 continue
             kept.append(line)
