@@ -124,6 +124,14 @@ class InputBatch:
     no_text: list[str] = field(default_factory=list)
     #: HTML pages that send the reader straight on (``meta refresh``, no delay): document -> address
     redirects: dict[str, str] = field(default_factory=dict)
+    #: where each document read from disk is (label -> resolved path), to know included fragments
+    locations: dict[str, str] = field(default_factory=dict)
+    #: files each document took in whole (reST ``include``, nested ones too): label -> resolved paths
+    includes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: fragments read as part of the documents that include them, not indexed alone: label -> includer
+    fragments: dict[str, str] = field(default_factory=dict)
+    #: includes that could not be read: document -> ``argument (why)`` for each
+    unread_includes: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -198,8 +206,39 @@ def read_inputs(
             batch.scopes.add((source.name, prefix))
             label = f"{source.name}/{prefix}"
             _read_owned(batch, source, prefix,
-                        lambda p=path, lb=label: _read_file(p, lb, batch, max_tokens, target_tokens))
+                        lambda p=path, lb=label, s=source: _read_file(p, lb, batch, max_tokens, target_tokens,
+                                                                     root=s.path))
+    _set_fragments_aside(batch)
     return batch
+
+
+def _set_fragments_aside(batch: InputBatch) -> None:
+    """Drop the chunks of files another document of this run includes: their text is in that document.
+
+    Sphinx reads ``DEPRECATED.txt`` only where a page includes it, and so does `parse_rst`; indexed
+    alone too, the fragment would be a second copy, cut off from the substitutions its pages define.
+    The fragment stays among ``documents``, so chunks an earlier run stored for it are removed.
+    """
+    if not batch.includes:
+        return
+    # a page no other document includes reads its fragments; files that only include each other (a
+    # cycle with no page above it) stay documents, so no text is lost
+    taken = {where for label, wheres in batch.includes.items() for where in wheres if where != batch.locations.get(label)}
+    pages = [label for label in batch.includes if batch.locations.get(label) not in taken]
+    reader: dict[str, str] = {}
+    for page in pages:
+        for where in batch.includes[page]:
+            reader.setdefault(where, page)
+    fragments = {label: reader[where] for label, where in batch.locations.items() if where in reader}
+    if not fragments:
+        return
+    gone = {chunk.chunk_id for chunk in batch.chunks if chunk.file_name in fragments}
+    batch.chunks = [chunk for chunk in batch.chunks if chunk.chunk_id not in gone]
+    for chunk_id in gone:
+        batch.origins.pop(chunk_id, None)
+        batch.owners.pop(chunk_id, None)
+    batch.no_text = [label for label in batch.no_text if label not in fragments]
+    batch.fragments.update(fragments)
 
 
 def read_records(
@@ -341,7 +380,8 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
             owner = (source, "/".join(p for p in (prefix, file.relative_to(path).as_posix()) if p))
         src, origin = owner
         _read_owned(batch, src, origin,
-                    lambda f=file, lb=f"{src.name}/{origin}": _read_file(f, lb, batch, max_tokens, target_tokens))
+                    lambda f=file, lb=f"{src.name}/{origin}", s=src: _read_file(f, lb, batch, max_tokens,
+                                                                             target_tokens, root=s.path))
 
 
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
@@ -392,7 +432,8 @@ def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
         return None
 
 
-def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, target_tokens: int) -> None:
+def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *,
+               root: Path | None = None) -> None:
     is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
     fmt = None if is_jsonl else detect_format(path.name)
     if not is_jsonl and fmt is None:
@@ -412,18 +453,22 @@ def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, targe
     if content is None:
         return
     batch.files.add(label)
-    _read_document(content, label, batch, max_tokens, target_tokens, fmt=fmt)
+    _read_document(content, label, batch, max_tokens, target_tokens, fmt=fmt, path=path, root=root)
 
 
 def _read_document(
-    data: bytes | str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *, fmt: str | None = None
+    data: bytes | str, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *, fmt: str | None = None,
+    path: Path | None = None, root: Path | None = None,
 ) -> None:
-    """Parse one document and add its chunks; each carries its section, source range and parser."""
+    """Parse one document and add its chunks; each carries its section, source range and parser.
+
+    ``path`` is where the file is and ``root`` the folder its includes may read (its source's root).
+    """
     if not (data.strip() if isinstance(data, str) else data.strip(b" \t\r\n\xef\xbb\xbf")):
         batch.problems.append(f"{label}: empty document — remove it or add text")
         return
     try:
-        document = parse(data, name=label, format=fmt)
+        document = parse(data, name=label, format=fmt, path=path, root=root)
     except InputError as exc:
         batch.problems.append(exc.message)
         return
@@ -436,6 +481,12 @@ def _read_document(
         return
     result = chunk_document(document, file_name=label, max_tokens=max_tokens, target_tokens=target_tokens)
     batch.documents.add(label)
+    if path is not None:
+        batch.locations[label] = path.resolve().as_posix()
+    if document.includes:
+        batch.includes[label] = document.includes
+    if document.unread:
+        batch.unread_includes[label] = list(document.unread)
     batch.junk_merged += result.junk_merged
     batch.junk_dropped += result.junk_dropped
     if not result.chunks:

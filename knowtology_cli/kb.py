@@ -398,6 +398,8 @@ class KnowledgeBase:
             sources=sorted(batch.sources),
             no_text=batch.no_text,
             redirects=batch.redirects,
+            included=batch.fragments,
+            unread_includes=batch.unread_includes,
             reused=len(copied),
             moved_sources=moved_sources,
         )

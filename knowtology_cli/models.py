@@ -187,6 +187,11 @@ class IngestReport(Record):
     sources: list[str] = Field(default_factory=list)  # the sources this run read
     no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings: nothing indexed
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
+    #: files read as part of the documents that include them (reST ``include``), not indexed alone:
+    #: fragment -> the first document that includes it
+    included: dict[str, str] = Field(default_factory=dict)
+    #: includes that were not read (outside the ingested folder, missing, circular): document -> notes
+    unread_includes: dict[str, list[str]] = Field(default_factory=dict)
     #: chunks embedded from nothing new: text another stored chunk had (renamed, moved or copied files)
     reused: int = 0
     #: sources whose folder is gone from disk while their text came in again under another source

@@ -166,6 +166,46 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     assert "only/index.rst: no text to index, only markup or headings" in refused.stderr
 
 
+def test_included_fragments_are_read_in_their_pages_and_not_alone(tmp_path: Path) -> None:
+    """A Sphinx fragment shared by two pages (``.. include:: NOTE.txt``) is text of both pages, with
+    each page's substitutions, and no document of its own: the report lists it, an edit to it
+    updates both pages on the next run, and chunks stored for it before a page included it go.
+    An include outside the folder is not read and is named in the report."""
+    store = tmp_path / "store"
+    root = tmp_path / "help"
+    root.mkdir()
+    (tmp_path / "private.txt").write_text("PRIVATE PAYROLL FIGURES\n")
+    (root / "NOTE.txt").write_text(".. note::\n   The |CMD| command scans every zircon shelf.\n")
+    first = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
+    assert first["added"] == 1 and first["included"] == {}
+    for name in ("stock_scan", "stock_count"):
+        (root / f"{name}.rst").write_text(f"{name}\n{'=' * len(name)}\n\n.. |CMD| replace:: {name}\n\n"
+                                          f"Counts pallets.\n\n.. include:: NOTE.txt\n")
+    (root / "leak.rst").write_text("Leak\n====\n\nSome text.\n\n.. include:: ../private.txt\n")
+    done = kt("ingest", str(root), "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["included"] == {"help/NOTE.txt": "help/stock_count.rst"}
+    assert report["unread_includes"] == {"help/leak.rst": ["../private.txt (outside the ingested folder)"]}
+    assert report["deleted"] == 1  # the fragment's own chunk, stored before any page included it
+    hits = json.loads(kt("grep", "zircon", "--json", store=store).stdout)["hits"]
+    assert sorted(h["chunk_id"].split("#")[0] for h in hits) == ["help/stock_count.rst", "help/stock_scan.rst"]
+    read = json.loads(kt("read", "help/stock_scan.rst#0", "--json", store=store).stdout)["chunks"][0]
+    assert "The stock_scan command scans every zircon shelf." in read["text"] and "|CMD|" not in read["text"]
+    assert not json.loads(kt("grep", "PAYROLL", "--json", store=store).stdout)["hits"]
+    human = kt("ingest", str(root), store=store).stdout
+    assert "1 included file(s) read as part of the pages that include them, not indexed alone: " \
+           "help/NOTE.txt (in help/stock_count.rst)" in human
+    assert "note: help/leak.rst: include not read, its text is not indexed: ../private.txt (outside the ingested " \
+           "folder)" in human
+
+    (root / "NOTE.txt").write_text(".. note::\n   The |CMD| command scans every basalt shelf.\n")
+    again = json.loads(kt("ingest", str(root), "--json", store=store).stdout)
+    assert again["updated"] == 2 and again["added"] == 0
+    assert not json.loads(kt("grep", "zircon", "--json", store=store).stdout)["hits"]
+    assert len(json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]) == 2
+
+
 def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
     """A re-read page replaces its chunks: when an edit leaves it fewer, the old surplus goes without
     --prune (search, grep and read never show text the file no longer has); a page that cannot be

@@ -182,6 +182,45 @@ def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Pat
     assert "unclosed emphasis" in joined
 
 
+def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:
+    """An include brings its file's text into the page as docutils does: the page's substitutions
+    apply, nested includes resolve from the fragment's folder, a leading ``/`` from the root, and the
+    text cites the directive's line; nothing outside the root is read, and a loop stops."""
+    root = tmp_path / "docs"
+    (root / "command" / "parts").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("TOP SECRET VALUE\n")
+    (root / "shared.txt").write_text("Shared root note.\n")
+    (root / "command" / "FIND.txt").write_text(
+        "The |NAME| command searches :variable:`CMAKE_PREFIX_PATH`.\n\n.. include:: parts/order.txt\n")
+    (root / "command" / "parts" / "order.txt").write_text("Order text under |NAME|.\n")
+    (root / "command" / "snippet.py").write_text("def f():\n    return 1\n")
+    (root / "command" / "loop.rst").write_text("Loop text.\n\n.. include:: find_file.rst\n")
+    page = root / "command" / "find_file.rst"
+    page.write_text("find_file\n---------\n\n.. |NAME| replace:: find_file\n\n.. include:: FIND.txt\n\n"
+                    "Own text.\n\n.. include:: ../../secret.txt\n\n.. include:: /shared.txt\n\n"
+                    ".. include:: snippet.py\n   :literal:\n\n.. include:: missing.txt\n\n"
+                    ".. include:: loop.rst\n\n.. include:: <isonum.txt>\n\nCopyright |copy| 2024.\n")
+    doc = parse(page, root=root)
+    found = {b.text: (b.start, b.end) for _, b in blocks(doc)}
+    assert found["The find_file command searches CMAKE_PREFIX_PATH."] == (6, 6)
+    assert found["Order text under find_file."] == (6, 6)
+    assert found["Own text."] == (8, 8)
+    assert found["Shared root note."] == (12, 12)
+    assert found["```\ndef f():\n    return 1\n```"][0] == 14
+    assert "Loop text." in found and "Copyright © 2024." in found
+    joined = "\n".join(found)
+    assert "TOP SECRET" not in joined and "|NAME|" not in joined and joined.count("Own text.") == 1
+    assert set(doc.includes) == {(root / p).resolve().as_posix() for p in (
+        "command/FIND.txt", "command/parts/order.txt", "shared.txt", "command/snippet.py", "command/loop.rst")}
+    assert doc.unread == ("../../secret.txt (outside the ingested folder)", "missing.txt (not found)",
+                          "find_file.rst (circular inclusion: the page includes itself)")
+    # the same page given as text (no path) reads no file at all
+    alone = parse(page.read_text(), name="find_file.rst")
+    assert all("find_file command searches" not in b.text for _, b in blocks(alone)) and alone.includes == ()
+    # the default root is the page's own folder: /shared.txt is then outside it
+    assert "Shared root note." not in [b.text for _, b in blocks(parse(page))]
+
+
 # -- Markdown -------------------------------------------------------------------------------
 
 MARKDOWN = """\

@@ -128,6 +128,16 @@ def ingest(
         shown = ", ".join(report.no_text[:5]) + more_suffix(len(report.no_text), 5)
         out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: {shown}",
                   markup=False)
+    if report.included:
+        parts = [f"{fragment} (in {page})" for fragment, page in report.included.items()]
+        shown = ", ".join(parts[:3]) + more_suffix(len(parts), 3)
+        out.print(f"{len(parts)} included file(s) read as part of the pages that include them, not indexed alone: "
+                  f"{shown}", markup=False)
+    for page, notes in list(report.unread_includes.items())[:5]:
+        out.print(f"note: {page}: include not read, its text is not indexed: {'; '.join(notes)}", markup=False)
+    if len(report.unread_includes) > 5:
+        out.print(f"note: {len(report.unread_includes) - 5} more document(s) with includes not read "
+                  "(--json lists them)", markup=False)
     if report.redirects:
         pages = [f"{page} → {target}" for page, target in report.redirects.items()]
         shown = ", ".join(pages[:3]) + more_suffix(len(pages), 3)

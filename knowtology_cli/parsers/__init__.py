@@ -166,6 +166,8 @@ def parse(
     name: str | None = None,
     format: str | None = None,  # noqa: A002 - the natural keyword for callers
     content_type: str | None = None,
+    path: Path | None = None,
+    root: Path | None = None,
 ) -> Document:
     """Parse one document into sections of clean, located blocks.
 
@@ -188,6 +190,10 @@ def parse(
         name: the file name used for format detection and messages (default: the path).
         format: force a format (``markdown``, ``rst``, ``html``, ``pdf``, ``text``).
         content_type: a MIME type, used before the name to detect the format.
+        path: where the file is (default: ``source`` when it is a path); a reST ``include`` resolves
+            against it and reads only inside ``root`` (default: the file's folder). Without a path,
+            includes are not read.
+        root: the folder includes may read from (`kt ingest` passes the folder it reads).
 
     Raises:
         InputError: undecodable text or a damaged PDF (message ``name: what — what to do``).
@@ -196,6 +202,7 @@ def parse(
     if isinstance(source, Path):
         label = name or source.as_posix()
         data: bytes | str = source.read_bytes()
+        path = path or source
     else:
         label = name or "<document>"
         data = source
@@ -214,4 +221,6 @@ def parse(
     if fmt == "html" and isinstance(data, bytes):
         return parser(data, name=label)
     text = decode_text(data, label) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    if fmt == "rst":
+        return parse_rst(text, name=label, path=path, root=root)
     return parser(text, name=label)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 TITLE_SEPARATOR = " › "
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 3, "rst": 3, "html": 7, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 3, "rst": 4, "html": 7, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class Document:
         redirect: where the page sends its reader at once (an HTML ``<meta http-equiv="refresh">``
             with no delay); such a page is a pointer with nothing of its own to index, and its
             ``sections`` are empty.
+        includes: files whose text this document took in (reST ``include``), as resolved paths.
+        unread: includes that were not read, each ``argument (why)``.
     """
 
     format: str
@@ -65,6 +67,8 @@ class Document:
     parser: str = ""
     dropped: int = 0
     redirect: str = ""
+    includes: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()
 
 
 def parser_version(fmt: str) -> str:

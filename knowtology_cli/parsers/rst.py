@@ -1,10 +1,11 @@
-"""reStructuredText through docutils, rendered to clean text; include, raw and file insertion are disabled."""
+"""reStructuredText through docutils, rendered to clean text; includes read only inside the ingested folder."""
 
 from __future__ import annotations
 
 import io
 import re
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from .base import Block, Document, Section, parser_version
@@ -81,10 +82,10 @@ def _directive_class(name: str) -> Any:
             # the content): either way the content is the page's text
             if name in NAVIGATION_DIRECTIVES and not (name == "class" and self.content):
                 marker = nodes.comment()
-                marker.line = self.lineno
+                _place(self, marker)
                 return [marker]
             box = nodes.container(classes=["kt-directive"])
-            box.line = self.lineno
+            _place(self, box)
             argument = " ".join(self.arguments).strip()
             label = _LABELS.get(name.rsplit(":", 1)[-1], "")
             code = name.rsplit(":", 1)[-1] in ("code-block", "sourcecode", "code", "highlight-block")
@@ -96,19 +97,114 @@ def _directive_class(name: str) -> Any:
             lead = f"{label} {argument}".strip() if label else argument
             if code:
                 block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
-                block.line = self.lineno
+                _place(self, block)
                 return [block]
             if lead:
                 text = lead + (":" if label and self.content and not lead.endswith((":", ".", "!", "?", ";")) else "")
                 inline, _ = self.state.inline_text(text, self.lineno)
                 para = nodes.paragraph(text, "", *inline)
-                para.line = self.lineno
+                _place(self, para)
                 box += para
             if self.content:
                 self.state.nested_parse(self.content, self.content_offset, box)
             return [box]
 
     return KeptDirective
+
+
+#: The comment docutils leaves where an included text ends.
+_INCLUDE_END = "end of inclusion from "
+#: The largest file an ``include`` directive reads (bytes): a fragment of a page, not a data dump.
+MAX_INCLUDE_BYTES = 2_000_000
+
+
+class _Includes:
+    """What the ``include`` directives of one document may read, and what they read.
+
+    ``root`` is the folder being ingested: an include resolves against the including file's folder (a
+    leading ``/`` against ``root``, as Sphinx reads it) and is read only when it lands inside ``root``
+    or docutils' own standard includes (``<isonum.txt>``). ``lines`` maps each included file to the
+    line of the top-level directive that brought it in, so its blocks cite the including document.
+    """
+
+    def __init__(self, root: Path, main: str) -> None:
+        self.root = root.resolve()
+        self.main = main
+        self.lines: dict[str, int] = {}
+        self.files: list[str] = []
+        self.unread: list[str] = []
+
+
+@cache
+def _include_directive() -> Any:
+    from docutils import nodes  # deferred: heavy
+    from docutils.parsers.rst import DirectiveError, directives  # deferred: heavy
+    from docutils.parsers.rst.directives.misc import Include, adapt_path  # deferred: heavy
+
+    class ReadInclude(Include):
+        """docutils' ``include``, confined to the ingested folder (`_Includes`); anything else is skipped."""
+
+        def run(self) -> list[Any]:
+            marker = nodes.comment()
+            _place(self, marker)
+            settings = self.state.document.settings
+            scope: _Includes | None = getattr(settings, "kt_includes", None)
+            if scope is None or not self.arguments:
+                return [marker]
+            argument = directives.path(self.arguments[0])
+            if argument.startswith("<") and argument.endswith(">"):
+                allowed = Path(self.standard_include_path).resolve()
+                target = allowed / argument[1:-1]
+            else:
+                allowed = scope.root
+                target = Path(adapt_path(argument, self.state.document.current_source, str(scope.root)))
+            try:
+                real = target.resolve()
+                inside = real.is_relative_to(allowed)
+                readable = inside and real.is_file() and real.stat().st_size <= MAX_INCLUDE_BYTES
+            except (OSError, RuntimeError):  # a link loop, a permission error
+                inside = readable = False
+            if not readable:
+                why = "outside the ingested folder" if not inside else "not found" if not real.exists() else "not a readable text file"
+                scope.unread.append(f"{argument} ({why})")
+                return [marker]
+            if real.as_posix() == scope.main:  # docutils' own loop check knows the page by another spelling
+                scope.unread.append(f"{argument} (circular inclusion: the page includes itself)")
+                return [marker]
+            current = self.state.document.current_source
+            where = (self.state_machine.get_source_and_line(self.lineno)[1] if current == scope.main
+                     else scope.lines.get(current, 1)) or 1
+            scope.lines.setdefault(real.as_posix(), where)
+            if allowed == scope.root and real.as_posix() not in scope.files:
+                scope.files.append(real.as_posix())
+            self.settings = settings
+            self.tab_width = self.options.get("tab-width", settings.tab_width)
+            self.clip_options = (self.options.get("start-line"), self.options.get("end-line"),
+                                 self.options.get("start-after"), self.options.get("end-before"))
+            self.options["source"] = real.as_posix()
+            self.options.setdefault("encoding", "utf-8-sig")
+            try:
+                text = self.read_file(real)
+                if "literal" in self.options:
+                    return list(self.as_literal_block(text))
+                if "code" in self.options:
+                    return list(self.as_code_block(text))
+                if "parser" in self.options:  # another markup language: not this parser's to read
+                    scope.unread.append(f"{argument} (written for another parser)")
+                    return [marker]
+                _prepare(text)  # the fragment may use roles and directives the page does not
+                self.insert_into_input_lines(text)
+            except DirectiveError as exc:  # circular inclusion, bad encoding, a clip text not found
+                scope.unread.append(f"{argument} ({' '.join(str(exc.msg).split())})")
+                return [marker]
+            return []
+
+    return ReadInclude
+
+
+def _place(directive: Any, node: Any) -> None:
+    """Give ``node`` the file and line docutils maps the directive to (its lineno counts included lines)."""
+    node.source, node.line = directive.state_machine.get_source_and_line(directive.lineno)
 
 
 def _prepare(text: str) -> None:
@@ -121,7 +217,10 @@ def _prepare(text: str) -> None:
         if not known:
             roles.register_local_role(name, _generic_role)
     for name in set(_DIRECTIVE_USE.findall(text)):
-        if name in ("code-block", "sourcecode", "contents", "sectnum", "include", "raw", "header", "footer", "meta", "title", "class",
+        if name == "include":
+            directives.register_directive(name, _include_directive())
+            continue
+        if name in ("code-block", "sourcecode", "contents", "sectnum", "raw", "header", "footer", "meta", "title", "class",
                     "role", "target-notes"):
             directives.register_directive(name, _directive_class(name))
             continue
@@ -130,7 +229,7 @@ def _prepare(text: str) -> None:
             directives.register_directive(name, _directive_class(name))
 
 
-def _doctree(text: str, name: str) -> Any:
+def _doctree(text: str, name: str, includes: _Includes | None = None) -> Any:
     from docutils.core import publish_doctree  # deferred: heavy
 
     _prepare(text)
@@ -138,15 +237,20 @@ def _doctree(text: str, name: str) -> Any:
         "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
         "raw_enabled": False, "_disable_config": True, "doctitle_xform": False, "docinfo_xform": False,
         "sectsubtitle_xform": False, "syntax_highlight": "none", "input_encoding": "unicode",
-        "line_length_limit": 1_000_000,
+        "line_length_limit": 1_000_000, "kt_includes": includes,
     }
-    return publish_doctree(text, source_path=name or None, settings_overrides=overrides)
+    source = includes.main if includes is not None else name
+    return publish_doctree(text, source_path=source or None, settings_overrides=overrides)
 
 
-def _line(node: Any) -> int | None:
+def _line(node: Any, included: dict[str, int] | None = None) -> int | None:
+    """The source line of ``node``; text an include brought in cites the including directive's line."""
     for item in node.findall(include_self=True):
         line = getattr(item, "line", None)
         if line:
+            source = getattr(item, "source", None)
+            if included and source in included:
+                return included[source]
             return int(line)
     return None
 
@@ -223,7 +327,7 @@ def _table(node: Any) -> str:
     return table_text(rows, header=header)
 
 
-def parse_rst(text: str, *, name: str = "") -> Document:
+def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path | None = None) -> Document:
     """Sections of a reStructuredText document.
 
     docutils is the real parser, so titles of any adornment (overlines too), roles, directives
@@ -237,13 +341,22 @@ def parse_rst(text: str, *, name: str = "") -> Document:
     except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
     dropped with comments, substitution definitions, link targets and editor modelines.
 
-    Safety: ``include``, ``raw`` and file insertion are disabled (a document never reads other files),
-    and docutils reports nothing to stderr: a malformed construct is kept as the text it is.
+    ``.. include::`` reads the file into the page as docutils and Sphinx do — a fragment shared by
+    several pages (``.. include:: DEPRECATED.txt``) is part of each — when ``path`` (this file) is
+    given and the included file lies inside ``root`` (default: this file's folder); its text cites
+    the directive's line. `Document.includes` lists the files read that way, `Document.unread` the
+    includes that were not (outside ``root``, missing, circular).
+
+    Safety: ``raw`` and every other file insertion are disabled, an include never reads outside
+    ``root`` (nor more than `MAX_INCLUDE_BYTES`), and docutils reports nothing to stderr: a
+    malformed construct is kept as the text it is.
     """
     from docutils import nodes  # deferred: heavy
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    tree = _doctree("\n".join(lines), name)
+    scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
+    tree = _doctree("\n".join(lines), name, scope)
+    included = scope.lines if scope is not None else None
     raw: list[tuple[tuple[str, ...], str, int, str]] = []  # (titles, text, start line, kind)
     bounds: list[int] = []  # start lines of every top-level element, kept or not
     dropped = 0
@@ -251,18 +364,18 @@ def parse_rst(text: str, *, name: str = "") -> Document:
     def walk(parent: Any, titles: tuple[str, ...]) -> None:
         nonlocal dropped
         for child in parent.children:
-            start = _line(child)
+            start = _line(child, included)
             if isinstance(child, nodes.section):
                 title = next((c for c in child.children if c.tagname == "title"), None)
                 heading = title.astext().strip() if title is not None else ""
                 trail = (*titles, heading) if heading else titles
-                line = _line(title) if title is not None else start
+                line = _line(title, included) if title is not None else start
                 if line:
                     bounds.append(_title_start(lines, line))
                     raw.append((trail, "#" * min(len(trail), 6) + " " + heading, _title_start(lines, line), "heading"))
                 walk(child, trail)
                 continue
-            if child.tagname == "title":
+            if child.tagname == "title" or (child.tagname == "comment" and child.astext().startswith(_INCLUDE_END)):
                 continue
             if start:
                 bounds.append(start)
@@ -293,7 +406,8 @@ def parse_rst(text: str, *, name: str = "") -> Document:
     if blocks:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
-                    dropped=dropped)
+                    dropped=dropped, includes=tuple(scope.files) if scope else (),
+                    unread=tuple(scope.unread) if scope else ())
 
 
 def _title_start(lines: list[str], line: int) -> int:
