@@ -343,6 +343,8 @@ def test_unicode_line_separators_inside_json_strings_are_text(cli, store: Path, 
     (["search", "refunds", "-k", "0"], "-k"),
     (["search"], "Missing argument 'QUERY'"),
     (["search", "refunds", "--preset", "bogus"], "bogus"),
+    # text that starts with '-' reads as an option: the message says how to search for it
+    (["search", "--billing-mode"], "put -- before it: kt search -- --billing-mode"),
 ])
 def test_a_usage_error_with_json_is_one_json_document_and_exit_2(store: Path, args: list[str], says: str) -> None:
     """Through the real executable (click parses before any command runs): a CI script that asked for

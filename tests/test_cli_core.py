@@ -209,3 +209,24 @@ def test_first_ingest_with_the_hash_embedder_loads_neither_lancedb_nor_pandas(tm
     loaded = _modules_after(["ingest", str(docs_dir), "--embedder", "hash"], tmp_path / "fresh-store")
     assert (tmp_path / "fresh-store" / "tree.db").is_file()
     assert loaded == set()
+
+
+def test_an_unexpected_error_still_gives_json_one_error_document(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug must not leave a --json caller with an empty stdout: it gets the error document (code
+    ``internal``) and exit 1, and the traceback goes to stderr; without --json the traceback is raised."""
+    import typer
+
+    from knowtology_cli.cli.common import handled
+
+    with pytest.raises(typer.Exit) as stopped, handled(as_json=True):
+        raise ValueError("max() arg is an empty sequence")
+    assert stopped.value.exit_code == 1
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert error["code"] == "internal" and error["message"] == "ValueError: max() arg is an empty sequence"
+    assert "Traceback" in err
+    with pytest.raises(ValueError), handled(as_json=False):
+        raise ValueError("plain")
+    with pytest.raises(typer.Exit) as kept, handled(as_json=True):  # the CLI's own exits pass through
+        raise typer.Exit(3)
+    assert kept.value.exit_code == 3 and capsys.readouterr().out == ""

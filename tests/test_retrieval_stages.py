@@ -82,6 +82,10 @@ def test_best_window_picks_the_line_with_most_distinct_matches() -> None:
     cut = best_window(long, regex_matcher("needle"), width=60)
     assert cut.text.startswith("…") and cut.text.endswith("…") and len(cut.text) <= 62
     assert [cut.text[a:b] for a, b in cut.marks] == ["needle"]
+    # a match deep inside one long word (a JSON string of an API reply): the window still holds it
+    json_line = 'x "PolicyArn": "' + "a" * 300 + 'my-functionRole' + "b" * 300 + '"'
+    cut = best_window(json_line, regex_matcher("my-functionRole"), width=60)
+    assert [cut.text[a:b] for a, b in cut.marks] == ["my-functionRole"] and len(cut.text) <= 62
 
 
 def test_best_window_prefers_a_match_the_reader_sees_to_one_inside_a_tag() -> None:

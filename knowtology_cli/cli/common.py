@@ -7,10 +7,12 @@ import json
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+import click
 import typer
 
 from ..errors import InputError, KnowtologyError
@@ -151,6 +153,15 @@ def handled(as_json: bool = False) -> Iterator[None]:
             emit_json({"error": {"code": "interrupted", "message": message, "hint": "re-run the command"}})
         print(message, file=sys.stderr)
         raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort, click.ClickException):
+        raise
+    except Exception as exc:  # a bug: the traceback goes to stderr, and --json still gets its one document
+        if not as_json:
+            raise
+        emit_json({"error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}",
+                             "hint": "this is a bug in knowtology; the traceback is on stderr"}})
+        traceback.print_exc()
+        raise typer.Exit(1) from None
 
 
 class StderrProgress:

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import typer
 from typer import main as typer_main
-from typer._click.exceptions import UsageError
+from typer._click.exceptions import NoSuchOption, UsageError
 from typer._click.utils import make_default_short_help
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -162,12 +162,20 @@ class KtGroup(TyperGroup):
         except BrokenPipeError:
             quiet_exit_on_closed_pipe()
         except UsageError as exc:  # a bad flag or value: --json still gets its one document
+            command = exc.ctx.command.name if exc.ctx is not None else ""
+            if isinstance(exc, NoSuchOption) and command in TEXT_COMMANDS and exc.option_name.startswith("--"):
+                exc.message += (f" — to look for text that starts with '-', put -- before it: "
+                                f"kt {command} -- {exc.option_name}")
             if "--json" in sys.argv[1:]:
                 name = exc.ctx.command_path if exc.ctx is not None else "kt"
                 sys.stdout.write(json.dumps({"error": {"code": "usage", "message": exc.format_message(),
                                                        "hint": f"{name} --help"}}, ensure_ascii=False, indent=2) + "\n")
                 sys.stdout.flush()
             raise
+
+
+#: Commands whose arguments are text to look for, which may start with ``-`` (``kt grep -- --force``).
+TEXT_COMMANDS = frozenset({"grep", "search", "ask"})
 
 
 def lazy_root(app: typer.Typer, *, completion: bool = True) -> KtGroup:

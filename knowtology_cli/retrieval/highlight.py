@@ -96,12 +96,13 @@ def _cut(line: str, found: list[tuple[int, int, str]], width: int) -> Window:
             best_start, best_rank = s, rank
     # centre the run a little: keep some words before the first match
     start = max(0, best_start - width // 4)
-    if start > 0:  # back to the start of the word it falls in
-        start = line.rfind(" ", 0, start + 1) + 1
+    if start > 0:  # back to the start of the word it falls in, unless that word is long (a JSON string)
+        word = line.rfind(" ", 0, start + 1) + 1
+        start = word if best_start - word < width // 2 else start
     end = min(len(line), start + width)
     if end < len(line):
         space = line.rfind(" ", start, end)
-        end = space if space > max(s for s, _, _ in found if s < end) else end
+        end = space if space > max((s for s, _, _ in found if s < end), default=start) else end
     prefix = ELLIPSIS if start > 0 else ""
     suffix = ELLIPSIS if end < len(line) else ""
     shift = len(prefix) - start
