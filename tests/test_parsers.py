@@ -609,15 +609,50 @@ def test_html_link_rich_prose_stays_and_link_lists_go() -> None:
 
 def test_html_a_heading_left_with_nothing_under_it_goes() -> None:
     """npm's pages end with "See Also" over a link list: once the list goes as furniture, the heading
-    alone closed a chunk. A heading with neither text nor a subsection under it is dropped, and so is a
-    parent whose only subsection was such a heading; text is never dropped by this."""
+    alone closed a chunk. A heading the cleaning left with neither text nor a subsection is dropped,
+    and so is a parent whose only subsection was such a heading; a heading that had nothing under it
+    in the page itself (Node's first of two signatures of one function) stays, as in Markdown."""
     from knowtology_cli.parsers.html import parse_html
 
     page = parse_html("<main><h1>npm-ci</h1><p>Clean install.</p><h2>Empty</h2><h3>Nothing</h3>"
-                      "<h2>Notes</h2><p>Kept.</p><h2>See Also</h2>"
+                      "<h2>Notes</h2><p>Kept.</p><h2>Related</h2><h3>See Also</h3>"
                       "<ul><li><a href='a'>npm install</a></li><li><a href='b'>npm update</a></li>"
                       "<li><a href='c'>npm audit</a></li></ul></main>")
-    assert [b.text for s in page.sections for b in s.blocks] == ["# npm-ci", "Clean install.", "## Notes", "Kept."]
+    assert [b.text for s in page.sections for b in s.blocks] == [
+        "# npm-ci", "Clean install.", "## Empty", "### Nothing", "## Notes", "Kept."]
+    assert page.dropped == 3  # the link list and the two headings over nothing but it
+
+
+def test_html_api_reference_lists_marks_and_example_variants() -> None:
+    """Node.js's rendered API pages: a parameter list (each item a name and its type links) and a
+    list a sentence introduces are content, not menus; a heading's permalink mark (``#``, ``¶``) and
+    ``[src]`` link are no part of its title; CommonJS and ES-module variants sharing one ``<pre>``
+    stay apart."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(
+        "<main><h3>assert(value[, message])<span><a class='mark' href='#assert'>#</a></span></h3>"
+        "<ul><li><code>value</code> <a class='type' href='t1'>&lt;any&gt;</a></li>"
+        "<li><code>message</code> <a class='type' href='t2'>&lt;string&gt;</a> | <a href='t3'>&lt;Error&gt;</a></li>"
+        "<li><code>depth</code> <a class='type' href='t4'>&lt;integer&gt;</a></li></ul>"
+        "<h2>Class: Hash<a class='srclink' href='https://x/hash.js'>[src]</a><a href='#hash'>¶</a></h2>"
+        "<p>Examples of readable streams include:</p>"
+        "<ul><li><a href='http.html#a'>HTTP responses</a></li><li><a href='fs.html#b'>fs read streams</a></li>"
+        "<li><a href='zlib.html#c'>zlib streams</a></li></ul>"
+        "<pre><code class='language-js cjs'>const a = require('a');\n</code>"
+        "<code class='language-js mjs'>import a from 'a';</code></pre>"
+        "<nav><ul><li><a href='a'>Home</a></li><li><a href='b'>About</a></li><li><a href='c'>Blog</a></li></ul></nav>"
+        "<ul><li><a href='a'>Next</a></li><li><a href='b'>Prev</a></li><li><a href='c'>Index</a></li></ul></main>")
+    text = [b.text for s in page.sections for b in s.blocks]
+    assert text == [
+        "### assert(value[, message])",
+        "- value <any>\n- message <string> | <Error>\n- depth <integer>",
+        "## Class: Hash",
+        "Examples of readable streams include:",
+        "- HTTP responses\n- fs read streams\n- zlib streams",
+        "```\nconst a = require('a');\n\nimport a from 'a';\n```",
+    ]
+    assert page.sections[-1].titles == ("Class: Hash",)
 
 
 def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> None:

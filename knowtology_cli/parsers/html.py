@@ -25,7 +25,14 @@ BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar"
 #: link list (a menu, a table of contents), not prose — readability's link-density rule.
 LINK_DENSITY = 0.5
 LINK_MIN = 3
-_BLOCK_TAGS = frozenset({"p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
+#: A list item at least this share link text is a link (a menu entry); below it says something more.
+LINK_ITEM = 0.8
+#: A link in a heading whose text has no word (``#``, ``¶``, ``§``) or is a bracketed label
+#: (``[src]``, ``[edit]``) is the heading's permalink or an action, not its title.
+_HEADING_ACTION = re.compile(r"[^\w]*|\[[^\]]*\]")
+#: The element `_clean` leaves where it removed furniture or a link list.
+_REMOVED = "kt-removed"
+_BLOCK_TAGS = frozenset({_REMOVED, "p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
 _TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
@@ -71,7 +78,27 @@ def _link_share(el: Any) -> float:
 
 
 def _is_link_list(el: Any) -> bool:
-    return len(el.findall(".//a")) >= LINK_MIN and _link_share(el) >= LINK_DENSITY
+    """Whether a container is a menu or index of links (readability's link-density rule). A list is
+    judged by its items — one whose items say something besides their links (``value <any>``: a
+    parameter and its type link) is content — and a list a sentence introduces ("… include:") is
+    content too: menus are not announced."""
+    if len(el.findall(".//a")) < LINK_MIN or _link_share(el) < LINK_DENSITY:
+        return False
+    if _tag(el) not in ("ul", "ol"):
+        return True
+    if _introduced(el):
+        return False
+    items = [item for item in el if _tag(item) == "li"]
+    return not items or sum(_link_share(item) >= LINK_ITEM for item in items) / len(items) >= LINK_DENSITY
+
+
+def _introduced(el: Any) -> bool:
+    """Whether the text just before ``el`` (its previous sibling paragraph, or text) ends with a colon."""
+    before = el.getprevious()
+    text = (before.tail if before is not None else el.getparent().text) or ""
+    if not text.strip() and before is not None and _tag(before) in ("p", "div"):
+        text = before.text_content()
+    return text.rstrip().endswith(":")
 
 
 def _holds_prose(el: Any) -> bool:
@@ -91,7 +118,9 @@ def _clean(root: Any, page_level: bool) -> int:
             continue
         if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "dl", "div", "table", "section")
                                              and _is_link_list(el) and not _holds_prose(el)):
-            el.drop_tree()
+            marker = el.makeelement(_REMOVED)  # where it was: a heading over nothing but this goes too
+            marker.tail = el.tail
+            el.getparent().replace(el, marker)
             removed += 1
     return removed
 
@@ -176,8 +205,14 @@ def _content_lines(el: Any) -> list[tuple[str, bool, int]]:
 
 
 def _fenced(pre: Any) -> list[str]:
-    """A ``<pre>`` as the lines of a fenced code block (none when it holds only whitespace)."""
-    code = pre.text_content().strip("\n")
+    """A ``<pre>`` as the lines of a fenced code block (none when it holds only whitespace). Several
+    ``<code>`` in one ``<pre>`` are variants of one example (CommonJS and ES module): a blank line
+    parts them."""
+    codes = [c for c in pre if _tag(c) == "code"]
+    if len(codes) > 1 and not flow((pre.text or "") + "".join(c.tail or "" for c in codes)):
+        code = "\n\n".join(c.text_content().strip("\n") for c in codes)
+    else:
+        code = pre.text_content().strip("\n")
     return ["```", *code.split("\n"), "```"] if code.strip() else []
 
 
@@ -325,8 +360,14 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         flush()
 
     def block(el: Any, tag: str, line: int) -> None:
-        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        if tag == _REMOVED:
+            raw.append((titles(), "", line, _REMOVED, ()))
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
             level = int(tag[1])
+            whole = flow(el.text_content())
+            for action in [a for a in el.iter("a") if _HEADING_ACTION.fullmatch(flow(a.text_content()))]:
+                if len(flow(action.text_content())) < len(whole):  # mdBook links the whole title: that stays
+                    action.drop_tree()
             text = flow(el.text_content())
             if not text:
                 return
@@ -391,17 +432,28 @@ def _heading_level(text: str) -> int:
 
 
 def _without_empty_headings(raw: list[Any]) -> tuple[list[Any], int]:
-    """Drop headings left with nothing under them, neither text nor a subsection: what followed
-    them was furniture (a "See also" over a link list). A heading alone says nothing of a page."""
+    """Drop headings that `_clean` left with nothing under them, neither text nor a subsection: what
+    followed them was furniture (a "See also" over a link list). A heading that had nothing under it
+    in the page itself (the first of two signatures of one function) stays, as in Markdown."""
     kept: list[Any] = []  # built from the end, so a parent whose only subsection went goes too
+    headings = 0
     for entry in reversed(raw):
-        following = kept[-1] if kept else None
-        if entry[3] == "heading" and (following is None or (
-                following[3] == "heading" and _heading_level(following[1]) <= _heading_level(entry[1]))):
+        if entry[3] == _REMOVED:
+            kept.append(entry)
+            continue
+        after = len(kept) - 1
+        while after >= 0 and kept[after][3] == _REMOVED:
+            after -= 1
+        following = kept[after] if after >= 0 else None
+        emptied = after < len(kept) - 1 and (following is None or (
+            following[3] == "heading" and _heading_level(following[1]) <= _heading_level(entry[1])))
+        if entry[3] == "heading" and emptied:
+            headings += 1
+            kept.append((entry[0], "", entry[2], _REMOVED, ()))  # its parent may now be empty too
             continue
         kept.append(entry)
     kept.reverse()
-    return kept, len(raw) - len(kept)
+    return [entry for entry in kept if entry[3] != _REMOVED], headings
 
 
 def _closing_lines(lines: list[str], start: int) -> int:
