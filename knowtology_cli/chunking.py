@@ -81,6 +81,8 @@ class _Piece:
     end: int
     heading: bool
     tokens: int
+    #: opens what follows (a heading, a label, "Output:"): a chunk does not end with it
+    leads: bool = False
 
 
 @dataclass
@@ -195,11 +197,13 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
     """The block as one piece, or split into pieces within ``maximum`` tokens with their own ranges."""
     code = block.kind == "code"
     text = block.text.strip("\n") if code else block.text.strip()  # code keeps its first line's indent
-    heading = block.kind == "heading"
+    heading = block.kind in ("heading", "label")
     if len(text) <= MAX_TOKEN_CHARS * maximum:
         tokens = count_tokens(text, encoding)
         if tokens <= maximum:
-            return [_Piece(text, block.start, block.end, heading, tokens)]
+            # a short paragraph ending in a colon introduces the next block ("Output:", "… as follows:")
+            leads = heading or (block.kind == "text" and text.endswith(":") and tokens <= target // 4)
+            return [_Piece(text, block.start, block.end, heading, tokens, leads)]
     # A piece cut from a fenced block is fenced again; one cut from a table repeats its header rows,
     # so every chunk reads as what it is (code, a table) on its own.
     fence = _FENCE.match(text) if code else None
@@ -318,16 +322,35 @@ def _fits(pieces: list[_Piece], limit: int, encoding: str) -> bool:
 
 def _pack(trail: tuple[str, ...], pieces: list[_Piece], target: int, maximum: int, minimum: int,
           encoding: str) -> list[_Draft]:
-    """Greedy packing of one section's pieces; a small last draft joins the one before it."""
+    """Greedy packing of one section's pieces; a small last draft joins the one before it.
+
+    A draft never ends with what introduces the next piece — a heading, a label, a short lead-in
+    ending in a colon ("Output:") — when a new draft starts: those open the new draft with what they
+    introduce (the printer's rule against a heading at the foot of a page), as long as both fit and
+    the draft left behind keeps some prose.
+    """
     drafts: list[_Draft] = []
-    for piece in pieces:
+    for number, piece in enumerate(pieces):
         current = drafts[-1] if drafts else None
-        # A heading stays with what follows it, up to the maximum.
-        limit = target if current is None or current.prose else maximum
+        # A heading stays with what follows it, up to the maximum; so does a short closing remark
+        # ("For more information, see …") with what it closes, when a label or the section's end is next.
+        following = pieces[number + 1] if number + 1 < len(pieces) else None
+        closes = not piece.leads and piece.tokens <= minimum and (following is None or following.heading)
+        limit = target if current is None or (current.prose and not closes) else maximum
         if current is not None and _fits([*current.pieces, piece], limit, encoding):
             current.pieces.append(piece)
-        else:
-            drafts.append(_Draft(trail, [piece]))
+            continue
+        carried: list[_Piece] = []
+        if current is not None:
+            keep = len(current.pieces)
+            while keep > 1 and current.pieces[keep - 1].leads:
+                keep -= 1
+            stay, carried = current.pieces[:keep], current.pieces[keep:]
+            if carried and any(not p.heading for p in stay) and _fits([*carried, piece], maximum, encoding):
+                current.pieces[:] = stay
+            else:
+                carried = []
+        drafts.append(_Draft(trail, [*carried, piece]))
     if len(drafts) > 1 and drafts[-1].estimate < minimum and _fits(drafts[-2].pieces + drafts[-1].pieces, maximum, encoding):
         drafts[-2].pieces.extend(drafts.pop().pieces)
     return drafts

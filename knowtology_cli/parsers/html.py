@@ -378,7 +378,7 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         elif tag == "p" or tag in ("figcaption", "address", "summary", "dt", "dd"):
             text = _text(el)
             if text:
-                raw.append((titles(), text, line, "text", ()))
+                raw.append((titles(), text, line, "label" if tag == "p" and _all_bold(el) else "text", ()))
         elif tag == "pre":
             rows = _fenced(el)
             if rows:
@@ -425,6 +425,13 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="html", unit="line", sections=tuple(sections), title=title,
                     parser=parser_version("html"), dropped=dropped)
+
+
+def _all_bold(el: Any) -> bool:
+    """Whether a paragraph is one bold phrase (``<p><strong>Example 2</strong></p>``): a label."""
+    children = list(el)
+    return (len(children) == 1 and _tag(children[0]) in ("strong", "b") and not flow(el.text or "")
+            and not flow(children[0].tail or ""))
 
 
 def _heading_level(text: str) -> int:

@@ -12,6 +12,8 @@ from .inline import strip_tags
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
 _FRONT_DESCRIPTION = re.compile(r"^description\s*:\s*(.+?)\s*$", re.M | re.I)
+#: A paragraph that is one bold phrase on one line (``**Example 2: Create a table**``): a label.
+_LABEL = re.compile(r"\A[ \t]*(\*\*|__)(?=\S)[^\n]*?\S\1[ \t]*:?[ \t]*\Z")
 _KINDS = {
     "heading_open": "heading", "paragraph_open": "text", "bullet_list_open": "list",
     "ordered_list_open": "list", "blockquote_open": "quote", "table_open": "table",
@@ -148,6 +150,8 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
                 stack.append((level, heading))
             titles = tuple(t for _, t in stack)
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
+        if kind == "text" and _LABEL.match(source):
+            kind = "label"
         blocks.append(Block(source, first + 1, max(first + 1, last), kind))
     close()
     if title and top > 1:

@@ -385,6 +385,8 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 continue
             kind = {"bullet_list": "list", "enumerated_list": "list", "table": "table",
                     "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
+            if isinstance(child, nodes.paragraph) and _all_bold(child):
+                kind = "label"
             raw.append((titles, body, start, kind))
 
     walk(tree, ())
@@ -408,6 +410,12 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
                     dropped=dropped, includes=tuple(scope.files) if scope else (),
                     unread=tuple(scope.unread) if scope else ())
+
+
+def _all_bold(paragraph: Any) -> bool:
+    """Whether a paragraph is one bold phrase (``**Example 2: Create a table**``): a label."""
+    parts = [c for c in paragraph.children if not (c.tagname == "#text" and not c.astext().strip())]
+    return len(parts) == 1 and parts[0].tagname == "strong"
 
 
 def _title_start(lines: list[str], line: int) -> int:
