@@ -132,6 +132,8 @@ class InputBatch:
     fragments: dict[str, str] = field(default_factory=dict)
     #: includes that could not be read: document -> ``argument (why)`` for each
     unread_includes: dict[str, list[str]] = field(default_factory=dict)
+    #: links to another file of the folder, read once under the file's own name: link -> file
+    linked: dict[str, str] = field(default_factory=dict)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -364,7 +366,8 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
     for s in nested:
         batch.scopes.add((s.name, ""))
         batch.sources.setdefault(s.name, s)
-    files = sorted(_walk(path, batch))
+    files = _one_name_per_file(sorted(_walk(path, batch)), batch,
+                               lambda f: "/".join(p for p in (source.name, prefix, f.relative_to(path).as_posix()) if p))
     if not files:
         batch.problems.append(f"{path}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files")
     folders: dict[Path, tuple[Source, str] | None] = {}
@@ -382,6 +385,22 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
         _read_owned(batch, src, origin,
                     lambda f=file, lb=f"{src.name}/{origin}", s=src: _read_file(f, lb, batch, max_tokens,
                                                                              target_tokens, root=s.path))
+
+
+def _one_name_per_file(files: list[Path], batch: InputBatch, label: Any) -> list[Path]:
+    """``files`` with each file once: a link to another file of the folder (``index.html`` ->
+    ``reference.html``) is the same document, read under the file's own name (``batch.linked``)."""
+    first: dict[Path, Path] = {}
+    for file in sorted(files, key=lambda f: (f.is_symlink(), f)):  # a real file wins over links to it
+        try:
+            first.setdefault(file.resolve(), file)
+        except (OSError, RuntimeError):  # a link loop: read (and reported) as it is
+            first[file] = file
+    kept = set(first.values())
+    for file in files:
+        if file not in kept:
+            batch.linked[label(file)] = label(first[file.resolve()])
+    return [file for file in files if file in kept]
 
 
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:

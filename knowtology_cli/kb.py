@@ -400,6 +400,7 @@ class KnowledgeBase:
             redirects=batch.redirects,
             included=batch.fragments,
             unread_includes=batch.unread_includes,
+            linked=batch.linked,
             reused=len(copied),
             moved_sources=moved_sources,
         )

@@ -192,6 +192,8 @@ class IngestReport(Record):
     included: dict[str, str] = Field(default_factory=dict)
     #: includes that were not read (outside the ingested folder, missing, circular): document -> notes
     unread_includes: dict[str, list[str]] = Field(default_factory=dict)
+    #: links to another file of the same folder, not read twice: link -> the file read
+    linked: dict[str, str] = Field(default_factory=dict)
     #: chunks embedded from nothing new: text another stored chunk had (renamed, moved or copied files)
     reused: int = 0
     #: sources whose folder is gone from disk while their text came in again under another source

@@ -206,6 +206,26 @@ def test_included_fragments_are_read_in_their_pages_and_not_alone(tmp_path: Path
     assert len(json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]) == 2
 
 
+def test_a_link_to_a_file_of_the_folder_is_read_once(tmp_path: Path) -> None:
+    """Doc sets link ``index.html`` to their first page: the page is read once, under its own name, and
+    the report says so; a link to a file outside the folder is a document of the folder."""
+    store = tmp_path / "store"
+    root = tmp_path / "manual"
+    root.mkdir()
+    (root / "reference.md").write_text("# Reference\n\nThe zircon shelf holds reference stock.\n")
+    (root / "index.md").symlink_to("reference.md")
+    (tmp_path / "shared.md").write_text("# Shared\n\nThe basalt shelf is shared.\n")
+    (root / "shared.md").symlink_to(tmp_path / "shared.md")
+    report = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
+    assert report["linked"] == {"manual/index.md": "manual/reference.md"}
+    hits = json.loads(kt("grep", "zircon", "--json", store=store).stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == ["manual/reference.md#0"]
+    assert [h["chunk_id"] for h in json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]] == [
+        "manual/shared.md#0"]
+    assert "1 link(s) to a file already read, not read twice: manual/index.md → manual/reference.md" in kt(
+        "ingest", str(root), store=store).stdout
+
+
 def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
     """A re-read page replaces its chunks: when an edit leaves it fewer, the old surplus goes without
     --prune (search, grep and read never show text the file no longer has); a page that cannot be

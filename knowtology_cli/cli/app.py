@@ -133,6 +133,10 @@ def ingest(
         shown = ", ".join(parts[:3]) + more_suffix(len(parts), 3)
         out.print(f"{len(parts)} included file(s) read as part of the pages that include them, not indexed alone: "
                   f"{shown}", markup=False)
+    if report.linked:
+        parts = [f"{link} → {target}" for link, target in report.linked.items()]
+        shown = ", ".join(parts[:3]) + more_suffix(len(parts), 3)
+        out.print(f"{len(parts)} link(s) to a file already read, not read twice: {shown}", markup=False)
     for page, notes in list(report.unread_includes.items())[:5]:
         out.print(f"note: {page}: include not read, its text is not indexed: {'; '.join(notes)}", markup=False)
     if len(report.unread_includes) > 5:
