@@ -112,6 +112,8 @@ def _directive_class(name: str) -> Any:
     return KeptDirective
 
 
+#: A hyperlink reference (```text`_``, ```text`__``, ``word_``) docutils could not resolve.
+_REFERENCE = re.compile(r"`([^`<]+?)\s*(?:<[^`>]*>)?`__?|([\w.-]+)__?")
 #: The comment docutils leaves where an included text ends.
 _INCLUDE_END = "end of inclusion from "
 #: The largest file an ``include`` directive reads (bytes): a fragment of a page, not a data dump.
@@ -356,6 +358,10 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
     tree = _doctree("\n".join(lines), name, scope)
+    for bad in list(tree.findall(nodes.problematic)):  # a link whose target is missing reads as its text
+        reference = _REFERENCE.fullmatch(bad.astext())
+        if reference:
+            bad.parent.replace(bad, nodes.Text(reference.group(1) or reference.group(2)))
     included = scope.lines if scope is not None else None
     raw: list[tuple[tuple[str, ...], str, int, str]] = []  # (titles, text, start line, kind)
     bounds: list[int] = []  # start lines of every top-level element, kept or not
