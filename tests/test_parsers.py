@@ -182,6 +182,15 @@ def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Pat
     assert "unclosed emphasis" in joined
 
 
+def test_rst_a_link_without_its_target_reads_as_its_text() -> None:
+    """AWS CLI examples write ```Creating … Certificates`__`` with no ``.. __:`` target: docutils marks
+    it problematic and kept the raw markup; it reads as the link's text, as a resolved link does."""
+    doc = parse("Title\n=====\n\nSee `Creating, Uploading, and Deleting Certificates`__ in the guide, word_ and "
+                "`Named <https://example.com>`_; |undefined| stays.\n", name="x.rst")
+    assert [b.text for _, b in blocks(doc)][1] == (
+        "See Creating, Uploading, and Deleting Certificates in the guide, word and Named; |undefined| stays.")
+
+
 def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:
     """An include brings its file's text into the page as docutils does: the page's substitutions
     apply, nested includes resolve from the fragment's folder, a leading ``/`` from the root, and the
