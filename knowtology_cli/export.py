@@ -250,7 +250,8 @@ def _md(text: str) -> str:
                                                         else m.group(3) + "\\" + m.group(4)), text)
 
 
-def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: str = "") -> str:
+def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: str = "",
+                    roots: Mapping[str, str] | None = None) -> str:
     """A nested list: ``**name** (count) — description``; chunks as ``[id](source) snippet`` under leaves."""
     base = check_link_base(link_base)
     kids, leaves = children_index(doc)
@@ -265,7 +266,7 @@ def render_markdown(doc: TreeDocument, *, depth: int | None = None, link_base: s
         for child in kids.get(node.path, []):
             walk(child, indent + 1)
         for chunk in leaves.get(node.path, []):
-            href = source_href(chunk, base)
+            href = source_href(chunk, base, roots)
             ident = f"[{_md(chunk.chunk_id)}](<{href}>)" if href else _md(chunk.chunk_id)
             out.append(f"{'  ' * (indent + 1)}- {ident} {_md(chunk.snippet)}")
 
@@ -322,14 +323,18 @@ def render_mermaid(doc: TreeDocument, *, depth: int | None = None) -> tuple[str,
     return text, warnings
 
 
-def render_html(doc: TreeDocument, *, link_base: str = "") -> str:
+def render_html(doc: TreeDocument, *, link_base: str = "", roots: Mapping[str, str] | None = None) -> str:
     """One self-contained page (inline CSS and JS, no network): a collapsible tree with counts,
     descriptions and snippets, a filter box, and a link per chunk to its source file."""
-    return export_page.render(doc, link_base=check_link_base(link_base))
+    return export_page.render(doc, link_base=check_link_base(link_base), roots=roots)
 
 
-def render(doc: TreeDocument, fmt: str, *, depth: int | None = None, link_base: str = "") -> tuple[str, list[str]]:
-    """``doc`` in ``fmt`` (json, markdown, mermaid, html) and any warnings about the result."""
+def render(doc: TreeDocument, fmt: str, *, depth: int | None = None, link_base: str = "",
+           roots: Mapping[str, str] | None = None) -> tuple[str, list[str]]:
+    """``doc`` in ``fmt`` (json, markdown, mermaid, html) and any warnings about the result.
+
+    ``roots`` (source name -> folder, relative to where the export goes) makes the markdown and html
+    links to source files open from there (`source_href`)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}", hint="use " + ", ".join(FORMATS))
     if depth is not None and fmt in ("json", "html"):
@@ -340,10 +345,10 @@ def render(doc: TreeDocument, fmt: str, *, depth: int | None = None, link_base: 
     if fmt == "json":
         return doc.to_json(), []
     if fmt == "markdown":
-        return render_markdown(doc, depth=depth, link_base=link_base), []
+        return render_markdown(doc, depth=depth, link_base=link_base, roots=roots), []
     if fmt == "mermaid":
         return render_mermaid(doc, depth=depth)
-    return render_html(doc, link_base=link_base), []
+    return render_html(doc, link_base=link_base, roots=roots), []
 
 
 # files ----------------------------------------------------------------------------------------

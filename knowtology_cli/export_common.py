@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -41,12 +42,20 @@ def check_link_base(link_base: str) -> str:
     return link_base if link_base.endswith("/") else link_base + "/"
 
 
-def source_href(chunk: ChunkEntry, link_base: str = "") -> str | None:
-    """The link to the chunk's source file (``link_base`` + file, a ``#L`` or ``#page=`` fragment), or None."""
+def source_href(chunk: ChunkEntry, link_base: str = "", roots: Mapping[str, str] | None = None) -> str | None:
+    """The link to the chunk's source file (``link_base`` + file, a ``#L`` or ``#page=`` fragment), or None.
+
+    Without a link base, ``roots`` (source name -> its folder, relative to where the export is
+    written) turns ``source/path`` into the file's path from there, so the link opens the file.
+    """
     if not chunk.file_name:
         return None
+    name = chunk.file_name.replace("\\", "/")
+    source, _, inside = name.partition("/")
+    if not link_base and roots and inside and source in roots:
+        name = f"{roots[source].rstrip('/')}/{inside}"
     # quoting ':' keeps any file name relative: it can never become a javascript: or data: URL
-    path = quote(chunk.file_name.replace("\\", "/"), safe="/")
+    path = quote(name, safe="/")
     path = re.sub(r"^/+", "/", path)
     href = (link_base.rstrip("/") + "/" + path.lstrip("/")) if link_base else path
     if chunk.lines:

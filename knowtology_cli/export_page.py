@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -137,8 +138,8 @@ CONTENT_SECURITY_POLICY = (f"default-src 'none'; style-src {_csp_hash(_CSS)}; sc
                            "img-src 'none'; form-action 'none'; base-uri 'none'")
 
 
-def _chunk_html(chunk: ChunkEntry, link_base: str) -> str:
-    href = source_href(chunk, link_base)
+def _chunk_html(chunk: ChunkEntry, link_base: str, roots: Mapping[str, str] | None) -> str:
+    href = source_href(chunk, link_base, roots)
     about = [f'<code class="cid">{escape(chunk.chunk_id)}</code>']
     if chunk.title:
         about.append(f'<span class="ttl">{escape(chunk.title)}</span>')
@@ -149,7 +150,7 @@ def _chunk_html(chunk: ChunkEntry, link_base: str) -> str:
 
 
 def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[str, list[ChunkEntry]],
-               link_base: str, out: list[str]) -> None:
+               link_base: str, roots: Mapping[str, str] | None, out: list[str]) -> None:
     desc = f'<span class="desc">{escape(node.description)}</span>' if node.description else ""
     out.append(f'<li class="node" data-path="{escape(node.path, quote=True)}" data-level="{node.level}"><details>'
                f'<summary><span class="name">{escape(node.name)}</span> '
@@ -158,16 +159,17 @@ def _node_html(node: NodeEntry, kids: dict[str, list[NodeEntry]], leaves: dict[s
     if children:
         out.append("<ul>")
         for child in children:
-            _node_html(child, kids, leaves, link_base, out)
+            _node_html(child, kids, leaves, link_base, roots, out)
         out.append("</ul>")
     chunks = leaves.get(node.path, [])
     if chunks:
-        out.append('<ul class="chunks">' + "".join(_chunk_html(c, link_base) for c in chunks) + "</ul>")
+        out.append('<ul class="chunks">' + "".join(_chunk_html(c, link_base, roots) for c in chunks) + "</ul>")
     out.append("</details></li>")
 
 
-def render(doc: TreeDocument, *, link_base: str = "") -> str:
-    """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty).
+def render(doc: TreeDocument, *, link_base: str = "", roots: Mapping[str, str] | None = None) -> str:
+    """The page for ``doc``; chunk links are ``link_base`` + the chunk's file (relative when empty,
+    from where the page is written when ``roots`` says where each source's folder is).
 
     The tree is plain HTML, so it reads (and collapses) without JavaScript; the inline script adds the
     filter box and expand/collapse-all. A Content-Security-Policy with the hashes of the one inline
@@ -194,7 +196,7 @@ def render(doc: TreeDocument, *, link_base: str = "") -> str:
         '</header><main><ul class="tree" id="tree">',
     ]
     for node in kids.get("root", []):
-        _node_html(node, kids, leaves, link_base, out)
+        _node_html(node, kids, leaves, link_base, roots, out)
     out.append("</ul>")
     if not doc.nodes:
         out.append('<p class="empty">No tree yet: run <code>kt build</code>.</p>')

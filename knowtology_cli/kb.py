@@ -6,6 +6,7 @@ Every surface (CLI, REPL, MCP, LangChain, FastAPI) calls its methods; nothing he
 from __future__ import annotations
 
 import functools
+import os
 import re
 import time
 from collections import Counter
@@ -1182,18 +1183,24 @@ class KnowledgeBase:
                               generator=f"knowtology-cli {__version__}")
 
     def export_tree(self, path: str = ROOT, fmt: str = "json", *, collection: str | None = None,
-                    depth: int | None = None, link_base: str = "") -> TreeExport:
+                    depth: int | None = None, link_base: str = "", link_from: str | Path | None = None) -> TreeExport:
         """The tree (or the subtree at ``path``) as json, markdown, mermaid or html.
 
         Args:
             depth: levels to show (markdown and mermaid only).
             link_base: prefix of each chunk's source link (markdown and html); empty keeps the
                 file names as relative links.
+            link_from: without a link base, the folder the export will be read from: each link is
+                then the source file's path relative to it (``../docs/a.md#L3-L9``).
         """
         from .export import render  # deferred: keeps kt browse fast
 
         doc = self.tree_document(path, collection=collection)
-        text, warnings = render(doc, fmt, depth=depth, link_base=link_base)
+        roots = None
+        if link_from is not None and not link_base:
+            roots = {s.name: os.path.relpath(s.root, link_from) for s in self.tree.sources(doc.collection)
+                     if s.kind in ("dir", "files")}
+        text, warnings = render(doc, fmt, depth=depth, link_base=link_base, roots=roots)
         return TreeExport(collection=doc.collection, path=doc.root, format=fmt, text=text, nodes=len(doc.nodes),
                           chunks=len(doc.chunks), warnings=warnings)
 

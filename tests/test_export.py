@@ -15,13 +15,14 @@ from knowtology_cli.export import SCHEMA, SCHEMA_VERSION, parse_document, render
 pytest_plugins = ("scale_fixtures",)
 
 
-def kt(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+def kt(*args: str, check: bool = True, input: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the installed ``kt`` console script (a real process, real stores)."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWTOLOGY_")}
     env.update(NO_COLOR="1", LANCEDB_LOG="error", LANCE_LOG="error")
-    proc = subprocess.run([KT, *map(str, args)], capture_output=True, text=True, env=env, timeout=300, input=input)
+    proc = subprocess.run([KT, *map(str, args)], capture_output=True, text=True, env=env, timeout=300, input=input,
+                          cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"kt {' '.join(map(str, args))} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -284,10 +285,18 @@ def _assert_markdown_is_literal(markdown: str, names: list[str], doc: dict) -> N
 
 # other formats ----------------------------------------------------------------------------------
 
-def test_markdown_and_mermaid_exports_of_the_sample_tree(built: Path, exported: Path) -> None:
+def test_markdown_and_mermaid_exports_of_the_sample_tree(built: Path, exported: Path, tmp_path: Path) -> None:
+    """Markdown written anywhere links each chunk to its file as seen from there (the file opens)."""
+    import os
+    from urllib.parse import unquote
+
     doc = _doc(exported)
-    markdown = kt("export", "--format", "markdown", "--store", built).stdout
-    assert markdown == render_markdown(parse_document(exported.read_bytes()))
+    out = tmp_path / "site" / "maps"
+    out.mkdir(parents=True)
+    kt("export", "--format", "markdown", "-o", out / "tree.md", "--store", built)
+    markdown = (out / "tree.md").read_text()
+    roots = {"sample_corpus": os.path.relpath(Path(SAMPLE).resolve(), out)}
+    assert markdown == render_markdown(parse_document(exported.read_bytes()), roots=roots)
     from markdown_it import MarkdownIt
 
     tokens = MarkdownIt("commonmark").parse(markdown)
@@ -295,7 +304,15 @@ def test_markdown_and_mermaid_exports_of_the_sample_tree(built: Path, exported: 
     links = [c.attrs["href"] for t in tokens if t.type == "inline" for c in t.children if c.type == "link_open"]
     ranges = [f"#L{c['lines'][0]}-L{c['lines'][1]}" if c["lines"] else f"#page={c['pages'][0]}" if c["pages"] else ""
               for c in doc["chunks"]]
-    assert sorted(links) == sorted(c["file_name"] + r for c, r in zip(doc["chunks"], ranges))
+    # a document's file_name is "source/path"; a JSONL row's own file_name is kept as written
+    expected = [(roots["sample_corpus"] + c["file_name"].removeprefix("sample_corpus")
+                 if c["file_name"].startswith("sample_corpus/") else c["file_name"]) + r
+                for c, r in zip(doc["chunks"], ranges)]
+    assert sorted(links) == sorted(expected)
+    opened = [link for link in links if link.startswith("../")]
+    assert len(opened) > 100 and all((out / unquote(link.split("#")[0])).is_file() for link in opened)
+    # to stdout the links are from the working directory
+    assert kt("export", "--format", "markdown", "--store", built, cwd=out).stdout == markdown
 
     mermaid = kt("export", "--format", "mermaid", "--store", built).stdout
     lines = mermaid.splitlines()
@@ -425,7 +442,8 @@ def test_serve_answers_the_map_page_at_root(built: Path) -> None:
         page = httpx.get(url + "/", timeout=30)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "default-src 'none'" in page.headers["content-security-policy"]
-        assert page.text == kt("export", "-f", "html", "--store", built).stdout
+        # the served page links files by their source paths, as an export read from the corpus's parent does
+        assert page.text == kt("export", "-f", "html", "--store", built, cwd=Path(SAMPLE).parent).stdout
         assert "/" not in httpx.get(url + "/openapi.json", timeout=10).json()["paths"]
     finally:
         proc.terminate()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[str | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout (an existing file is kept unless --force).", show_default=False)] = None,
         force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
         depth: Annotated[int | None, typer.Option(min=1, max=3, help="Levels to show (markdown, mermaid).", show_default=False)] = None,
-        link_base: Annotated[str, typer.Option("--link-base", help="Prefix for chunk source links, e.g. https://host/repo/blob/main/ (default: file names as relative links).")] = "",
+        link_base: Annotated[str, typer.Option("--link-base", help="Prefix for chunk source links, e.g. https://host/repo/blob/main/ (default: each file's path from where the export is written).")] = "",
         store: StoreOpt = None,
         collection: CollectionOpt = None,
         as_json: JsonOpt = False,
@@ -41,7 +42,10 @@ def register(app: typer.Typer) -> None:
         from knowtology_cli.export import write_new_file  # deferred: keeps kt --help fast
 
         with handled(as_json):
-            result = open_kb(store, collection).export_tree(path, fmt.value, depth=depth, link_base=link_base)
+            # links open the source files from where the export is read: the output file's folder
+            where = Path(output).resolve().parent if output else Path.cwd()
+            result = open_kb(store, collection).export_tree(path, fmt.value, depth=depth, link_base=link_base,
+                                                            link_from=where)
             written = write_new_file(output, result.text, force=force) if output else None
         for warning in result.warnings:
             console(stderr=True).print(f"Warning: {warning}", markup=False)
