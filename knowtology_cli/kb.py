@@ -355,6 +355,7 @@ class KnowledgeBase:
             removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
             todo, moved = self._moved_only(name, todo, stored)
             todo, copied = self._copied(name, todo, stored)
+            retitled = self._retitled(name, todo, stored, set(removed) - {source for _, source, _ in copied})
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -372,6 +373,8 @@ class KnowledgeBase:
                 self._rewrite_moved(name, moved)
             if copied:  # a renamed or moved file: new ids, stored text, stored vectors
                 self._write_copies(name, copied, set(removed))
+            if retitled:  # a renamed file whose name was its title: new vectors, the same place
+                self._hand_over(name, retitled)
             moved_sources = self._moved_sources(name, batch, copied, owners, set(removed))
             self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
                                      batch.owners)
@@ -465,15 +468,43 @@ class KnowledgeBase:
         """Store copies with their source's vectors; a copy whose source leaves in this run (a move)
         takes its place in the tree, as the same text would be placed there."""
         self._upsert_with_vectors(name, [(c, v) for c, _, v in copied])
-        heirs = {source: chunk for chunk, source, _ in copied if source in removed}
+        self._hand_over(name, {source: chunk for chunk, source, _ in copied if source in removed})
+
+    def _retitled(self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]],
+                  leaving: set[str]) -> dict[str, Chunk]:
+        """New rows whose text a row leaving in this run had under another title: a file without a
+        heading is titled by its name, so renaming it changes every chunk's title and nothing else.
+        They are embedded anew (the title is embedded) and take the old rows' places: old id -> row."""
+        fresh = [c for c in todo if c.chunk_id not in stored]
+        if not fresh or not leaving:
+            return {}
+        by_text: dict[str, str] = {}
+        for old in self.vectors.get(name, sorted(leaving)):
+            by_text.setdefault(old.text, old.chunk_id)
+        heirs: dict[str, Chunk] = {}
+        for chunk in fresh:
+            source = by_text.get(chunk.text)
+            if source is not None and source not in heirs:
+                heirs[source] = chunk
+        return heirs
+
+    def _hand_over(self, name: str, heirs: dict[str, Chunk]) -> None:
+        """Give each leaving row's place in the tree (old id -> new row) to its heir: same text, same
+        place; a snippet led by the old title is led by the new one. No change to the map is recorded."""
         mapped = self.tree.mappings(name, chunk_ids=list(heirs)) if heirs else []
-        if mapped:
-            self.tree.apply(name, [], [
-                (m.model_copy(update={"chunk_id": (heir := heirs[m.chunk_id]).chunk_id, "doc_id": heir.doc_id,
-                                      "file_name": heir.file_name, "chunk_index": heir.chunk_index,
-                                      **provenance(heir.metadata)}), heir.content_hash)
-                for m in mapped
-            ], remove=[m.chunk_id for m in mapped], track=False)  # a move is no change to the map
+        if not mapped:
+            return
+        olds = {c.chunk_id: c for c in self.vectors.get(name, [m.chunk_id for m in mapped])}
+        updates = []
+        for m in mapped:
+            heir, old = heirs[m.chunk_id], olds.get(m.chunk_id)
+            snippet = m.snippet
+            if old is not None and old.title and old.title != heir.title and snippet.startswith(old.title):
+                snippet = heir.title + snippet[len(old.title):]
+            updates.append((m.model_copy(update={"chunk_id": heir.chunk_id, "doc_id": heir.doc_id, "snippet": snippet,
+                                                 "file_name": heir.file_name, "chunk_index": heir.chunk_index,
+                                                 **provenance(heir.metadata)}), heir.content_hash))
+        self.tree.apply(name, [], updates, remove=[m.chunk_id for m in mapped], track=False)
 
     def _rewrite_moved(self, name: str, moved: list[tuple[Chunk, Any]]) -> None:
         """Upsert rows with their old vectors, then point their mappings at the new hash and provenance."""

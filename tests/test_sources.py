@@ -185,6 +185,31 @@ def test_renamed_and_moved_files_keep_their_vectors_and_their_place(tmp_path: Pa
     assert read["path"] and read["file_name"] == "docs/policies/refund-policy.md"
 
 
+def test_a_renamed_file_titled_by_its_name_keeps_its_place(tmp_path: Path) -> None:
+    """A file without a heading is titled by its name (AWS CLI examples: ``delete-queue.rst``), so a
+    rename changes each chunk's title and thus its vector: it is embedded anew, and with --prune it
+    still takes the old chunk's leaf, its snippet led by the new name; the map stays current."""
+    store = tmp_path / "store"
+    docs = tmp_path / "examples"
+    docs.mkdir()
+    for stem, words in (("delete-queue", "deletes the queue named zircon and every message in it"),
+                        ("create-queue", "creates a queue named basalt for the order events"),
+                        ("list-queues", "lists every queue of the account with its address")):
+        (docs / f"{stem}.txt").write_text(f"The following command {words}.\n")
+    ok("ingest", docs, "--embedder", "hash", "--store", store)
+    ok("build", "--store", store)
+    (docs / "delete-queue.txt").rename(docs / "remove-queue.txt")
+    renamed = ok("ingest", docs, "--prune", "--store", store)
+    assert (renamed["added"], renamed["deleted"], renamed["embedded"], renamed["reused"]) == (1, 1, 1, 0)
+    status = ok("status", "--store", store)["collections"][0]
+    assert (status["state"], status["unmapped"]) == ("current", 0)
+    hit = ok("grep", "zircon", "--store", store)["hits"][0]
+    assert hit["chunk_id"] == "examples/remove-queue.txt#0" and hit["path"]
+    leaf = ok("browse", hit["path"], "--store", store)
+    snippet = next(c["snippet"] for c in leaf["chunks"] if c["chunk_id"] == hit["chunk_id"])
+    assert snippet.startswith("remove-queue") and "delete-queue" not in snippet
+
+
 def test_a_folder_moved_under_a_new_name_is_pointed_out(tmp_path: Path, docs_dir: Path) -> None:
     """Ingesting a moved folder under its new name adds its text again: nothing is embedded twice,
     and the report names the source whose folder is gone and how to drop the old copy."""
