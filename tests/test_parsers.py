@@ -664,6 +664,29 @@ def test_html_api_reference_lists_marks_and_example_variants() -> None:
     assert page.sections[-1].titles == ("Class: Hash",)
 
 
+def test_html_docbook_navigation_bars_go_and_a_table_of_names_and_addresses_stays() -> None:
+    """DocBook's stylesheets put Prev/Home/Next tables in ``navheader``/``navfooter`` divs: furniture.
+    A section holding a table whose rows are names with their e-mail links is content, although
+    links are most of its text; a ``&#13;`` line end in code is no stray character."""
+    from knowtology_cli.parsers.html import parse_html
+
+    rows = "".join(f"<tr><td>&#13;{name} <code>&lt;<a href='mailto:{mail}'>{mail}</a>&gt;</code></td></tr>"
+                   for name, mail in (("Ada Byron", "ada at example.org"), ("Alan Turing", "alan at example.org"),
+                                      ("Grace Hopper", "grace at example.org")))
+    page = parse_html(
+        "<body><div class='NAVHEADER'><table><tr><th colspan='3'>Spec</th></tr><tr><td><a href='a.html'>Prev</a></td>"
+        "<td></td><td><a href='c.html'>Next</a></td></tr></table></div>"
+        f"<div class='sect1'><h1>3. Contributors</h1><p></p><table>{rows}</table>"
+        "<pre>&#13;\n&lt;mime-info&gt;&#13;\n</pre></div>"
+        "<div class='NAVFOOTER'><table><tr><td><a href='a.html'>Prev</a></td><td><a href='i.html'>Home</a></td>"
+        "<td><a href='c.html'>Next</a></td></tr></table></div></body>")
+    text = [b.text for s in page.sections for b in s.blocks]
+    assert text == ["# 3. Contributors",
+                    "| Ada Byron <ada at example.org> |\n| Alan Turing <alan at example.org> |\n"
+                    "| Grace Hopper <grace at example.org> |",
+                    "```\n<mime-info>\n```"]
+
+
 def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> None:
     """A ``header`` inside a section is that section's title (npm puts each page's h1 and summary
     there); only one outside every sectioning element is the site's banner (HTML-AAM). A table

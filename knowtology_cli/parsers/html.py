@@ -20,7 +20,9 @@ DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "com
 #: "table of contents" spelled out in any separators counts as ``toc``.
 BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar", "breadcrumb", "breadcrumbs",
                                 "footer", "cookie", "cookies", "banner", "skip", "toc", "pagination",
-                                "pager", "share", "social", "masthead", "topbar"})
+                                "pager", "share", "social", "masthead", "topbar",
+                                # DocBook's XSL stylesheets wrap each page's Prev/Home/Next bars in these
+                                "navheader", "navfooter"})
 #: A container with at least `LINK_MIN` links whose text is at least this share link text is a
 #: link list (a menu, a table of contents), not prose — readability's link-density rule.
 LINK_DENSITY = 0.5
@@ -78,17 +80,20 @@ def _link_share(el: Any) -> float:
 
 
 def _is_link_list(el: Any) -> bool:
-    """Whether a container is a menu or index of links (readability's link-density rule). A list is
-    judged by its items — one whose items say something besides their links (``value <any>``: a
-    parameter and its type link) is content — and a list a sentence introduces ("… include:") is
-    content too: menus are not announced."""
+    """Whether a container is a menu or index of links (readability's link-density rule). A list or
+    table is judged by its items or rows — one whose items say something besides their links
+    (``value <any>``: a parameter and its type link; a contributor and their address) is content —
+    and one a sentence introduces ("… include:") is content too: menus are not announced. A div or
+    section holding such a list or table is content."""
     if len(el.findall(".//a")) < LINK_MIN or _link_share(el) < LINK_DENSITY:
         return False
-    if _tag(el) not in ("ul", "ol"):
-        return True
+    tag = _tag(el)
+    if tag not in ("ul", "ol", "dl", "table"):  # a section or div: a menu unless a list or table in it is content
+        return not any(_tag(d) in ("ul", "ol", "dl", "table") and not _is_link_list(d) for d in el.iterdescendants())
     if _introduced(el):
         return False
-    items = [item for item in el if _tag(item) == "li"]
+    items = ([row for row in el.iter("tr") if next(row.iterancestors("table"), None) is el] if tag == "table"
+             else [item for item in el if _tag(item) in ("li", "dt", "dd")])
     return not items or sum(_link_share(item) >= LINK_ITEM for item in items) / len(items) >= LINK_DENSITY
 
 
@@ -210,9 +215,10 @@ def _fenced(pre: Any) -> list[str]:
     parts them."""
     codes = [c for c in pre if _tag(c) == "code"]
     if len(codes) > 1 and not flow((pre.text or "") + "".join(c.tail or "" for c in codes)):
-        code = "\n\n".join(c.text_content().strip("\n") for c in codes)
+        code = "\n\n".join(c.text_content().strip("\r\n") for c in codes)
     else:
-        code = pre.text_content().strip("\n")
+        code = pre.text_content()
+    code = code.replace("\r\n", "\n").replace("\r", "\n").strip("\n")  # DocBook writes &#13; line ends
     return ["```", *code.split("\n"), "```"] if code.strip() else []
 
 
