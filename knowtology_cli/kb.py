@@ -1308,14 +1308,34 @@ class KnowledgeBase:
             nodes = self.tree.nodes(info.name)
             fresh = tree_freshness(self, info.name, chunks=len(stored), unmapped=len(stored) - mapped + changed,
                                    orphans=len(mapped_hashes) - mapped, nodes=nodes)
+            gone = self._gone_files(info.name)
+            advice = fresh.advice
+            if gone:
+                first = next(iter(gone.values()))[0]
+                note = (f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "
+                        f"kt ingest --source {next(iter(gone))} --prune")
+                advice = f"{advice}; {note}" if advice else note
             rows.append(CollectionStatus(
                 name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
                 nodes=len(nodes), embedder=info.embedder, dimension=info.dimension, changed=changed,
                 stale=fresh.state != "current", builder=info.builder, state=fresh.state,
                 stale_nodes=fresh.stale_nodes, drift=fresh.drift, rebuild_advised=fresh.rebuild_advised,
-                advice=fresh.advice))
+                advice=advice, gone=sorted(f for files in gone.values() for f in files)))
         store = str(self.settings.store_dir) if self.settings else "(memory)"
         return StatusReport(store=store, collections=rows)
+
+    def _gone_files(self, collection: str) -> dict[str, list[str]]:
+        """Indexed files no longer on disk, by source (``source/path`` labels): their chunks stay, and
+        are found, until ``kt ingest --prune`` (or ``kt rm``). A source whose whole folder is gone is
+        left out (a moved folder: ingest reports it)."""
+        roots = {r.name: Path(r.root) for r in self.tree.sources(collection) if r.kind in ("dir", "files")}
+        files = {owner for owner in self.tree.chunk_owners(collection).values() if owner[0] in roots}
+        gone: dict[str, list[str]] = {}
+        present = {name: root.is_dir() for name, root in roots.items()}
+        for source, origin in sorted(files):
+            if present[source] and origin and not (roots[source] / origin).exists():
+                gone.setdefault(source, []).append(f"{source}/{origin}")
+        return gone
 
 
 def llm_from_settings(spec: str, settings: Settings | None, *, context_window: int | None = None,

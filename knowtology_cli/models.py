@@ -288,6 +288,8 @@ class CollectionStatus(Record):
     drift: float = 0.0  # share of the map placed or removed since the last full build
     rebuild_advised: bool = False
     advice: str = ""  # what to run, in words
+    #: indexed files no longer on disk (``source/path``): still searchable until ``kt ingest --prune``
+    gone: list[str] = Field(default_factory=list)
 
 
 class StatusReport(Record):

@@ -210,6 +210,30 @@ def test_a_renamed_file_titled_by_its_name_keeps_its_place(tmp_path: Path) -> No
     assert snippet.startswith("remove-queue") and "delete-queue" not in snippet
 
 
+def test_status_names_files_gone_from_disk_and_edited_chunks(tmp_path: Path) -> None:
+    """A file deleted without --prune stays searchable: status lists it and says how to drop it; an
+    edited chunk (still at its old place until kt build) shows in the table's unmapped column."""
+    store = tmp_path / "store"
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    for n in range(4):
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nThe shelf number {n} holds item{n} stock.\n")
+    ok("ingest", docs, "--embedder", "hash", "--store", store)
+    ok("build", "--store", store)
+    assert ok("status", "--store", store)["collections"][0]["gone"] == []
+    (docs / "page2.md").unlink()
+    (docs / "page1.md").write_text("# Page 1\n\nThe shelf now holds basalt.\n")
+    ok("ingest", docs / "page1.md", "--store", store)
+    status = ok("status", "--store", store)["collections"][0]
+    assert status["gone"] == ["notes/page2.md"] and status["changed"] == 1
+    assert "1 indexed file(s) gone from disk (e.g. notes/page2.md): kt ingest --source notes --prune" in status["advice"]
+    table = kt("status", "--store", store).stdout
+    assert "0 + 1 changed" in table and "gone from disk" in table
+    ok("ingest", "--source", "notes", "--prune", "--store", store)
+    assert ok("status", "--store", store)["collections"][0]["gone"] == []
+    assert not ok("grep", "item2", "--store", store)["hits"]
+
+
 def test_a_folder_moved_under_a_new_name_is_pointed_out(tmp_path: Path, docs_dir: Path) -> None:
     """Ingesting a moved folder under its new name adds its text again: nothing is embedded twice,
     and the report names the source whose folder is gone and how to drop the old copy."""

@@ -223,7 +223,9 @@ def print_status(report: StatusReport) -> None:
     for col in ("collection", "chunks", "mapped", "unmapped", "categories", "embedder", "builder", "state"):
         table.add_column(col)
     for c in report.collections:
-        table.add_row(c.name, str(c.chunks), str(c.mapped), str(c.unmapped), str(c.nodes), c.embedder or "-",
+        # an edited chunk keeps its old place until kt build: the state says unmapped, so the column counts it
+        unplaced = f"{c.unmapped} + {c.changed} changed" if c.changed else str(c.unmapped)
+        table.add_row(c.name, str(c.chunks), str(c.mapped), unplaced, str(c.nodes), c.embedder or "-",
                       c.builder or "-", c.state or ("stale" if c.stale else "current"))
     out.print(table)
     for c in report.collections:
