@@ -132,3 +132,15 @@ def test_markdown_documents_give_clean_snippets(text: str, max_chars: int) -> No
     # Inside a code fence the same text is code and is quoted as it is.
     fenced = make_snippet(f"```\n{text}\n```", max_chars=max_chars)
     assert fenced and "\n" not in fenced and "```" not in fenced
+
+
+def test_a_table_leading_a_chunk_gives_way_to_its_sentences() -> None:
+    """Node's rendered API pages open each entry with its change history (a table): the snippet says
+    what the entry does in words; a chunk that is only a table still gets its rows."""
+    text = ("### path.relative(from, to)\n\n| Version | Changes |\n| --- | --- |\n| v6.8.0 | Leading slashes kept |\n\n"
+            "The method returns the relative path between two absolute paths.")
+    snippet = make_snippet(text, "path")
+    assert snippet.endswith("The method returns the relative path between two absolute paths.")
+    assert "Version" not in snippet and "v6.8.0" not in snippet
+    assert make_snippet("| Tier | Discount |\n| --- | --- |\n| Gold | 10% |", "Pricing tiers") == (
+        "Pricing tiers: Tier; Discount; Gold; 10%")

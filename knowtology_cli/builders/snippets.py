@@ -128,15 +128,15 @@ def _inline(text: str, slots: bool = True) -> str:
     return text
 
 
-def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, str]], list[str]]:
-    """Split Markdown into headings, ``(heading above, prose block)`` pairs and code lines.
+def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, str, bool]], list[str]]:
+    """Split Markdown into headings, ``(heading above, prose block, is a table row)`` and code lines.
 
     Everything is stripped of syntax. A prose block is a paragraph, a list item or a table row
     (cells joined with ``; ``).
     """
     text = _FRONT_MATTER.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     headings: list[str] = []
-    blocks: list[tuple[str, str]] = []
+    blocks: list[tuple[str, str, bool]] = []
     code: list[str] = []
     paragraph: list[str] = []
     in_fence = False
@@ -148,7 +148,7 @@ def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, s
 
     def flush() -> None:
         if paragraph and not in_navigation():
-            blocks.append((headings[-1] if headings else "", " ".join(paragraph)))
+            blocks.append((headings[-1] if headings else "", " ".join(paragraph), False))
         paragraph.clear()
 
     lines = text.split("\n")
@@ -206,7 +206,7 @@ def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, s
             cells = [one_line(_inline(c, slots)) for c in line.strip("|").split("|")]
             row = "; ".join(c for c in cells if c)
             if row and not in_navigation():
-                blocks.append((headings[-1] if headings else "", row))
+                blocks.append((headings[-1] if headings else "", row, True))
             continue
         line = _QUOTE.sub("", line)
         if _LIST_MARK.match(line):
@@ -217,8 +217,8 @@ def _blocks(text: str, slots: bool = True) -> tuple[list[str], list[tuple[str, s
             continue
         paragraph.append(line)
     flush()
-    cleaned = [(h, one_line(_inline(b, slots))) for h, b in blocks]
-    return [h for h in headings if h], [(h, b) for h, b in cleaned if b], code
+    cleaned = [(h, one_line(_inline(b, slots)), row) for h, b, row in blocks]
+    return [h for h in headings if h], [(h, b, row) for h, b, row in cleaned if b], code
 
 
 def clean_markdown(text: str, *, slots: bool = True) -> str:
@@ -231,7 +231,7 @@ def clean_parts(text: str, *, slots: bool = True) -> tuple[str, str]:
     """`clean_markdown` of ``text`` and the same without its code blocks (what the chunk says in
     words), from one pass over the Markdown."""
     headings, blocks, code = _blocks(text, slots)
-    words = [*headings, *(b for _, b in blocks)]
+    words = [*headings, *(b for _, b, _ in blocks)]
     return one_line(" ".join([*words, *code])), one_line(" ".join(words))
 
 
@@ -299,7 +299,10 @@ def make_snippet(text: str, title: str = "", max_chars: int = 120) -> str:
     max_chars = max(1, int(max_chars))
     headings, blocks, code = _blocks(text or "")
     title = one_line(_inline(title or ""))
-    sentences = [(h, s) for h, b in blocks for s in _sentences(b)]
+    # what the chunk says in words comes first: a table leading it (a change history, a parameter
+    # grid) is data, quoted only when no sentence follows
+    blocks = [b for b in blocks if not b[2]] + [b for b in blocks if b[2]]
+    sentences = [(h, s) for h, b, _ in blocks for s in _sentences(b)]
     chosen = [(h, s) for h, s in sentences[:8] if not _is_boilerplate(s)]
     if not chosen:
         chosen = sentences or [("", c) for c in code[:2]]
