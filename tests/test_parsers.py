@@ -687,6 +687,16 @@ def test_html_docbook_navigation_bars_go_and_a_table_of_names_and_addresses_stay
                     "```\n<mime-info>\n```"]
 
 
+def test_a_table_column_empty_in_every_row_is_left_out() -> None:
+    """gtk-doc's parameter tables carry a third, always empty column for annotations."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html("<main><p>Parameters:</p><table><tr><td>req_version</td><td>Required version, or NULL.</td>"
+                      "<td></td></tr><tr><td>flags</td><td>Options.</td><td> </td></tr></table></main>")
+    assert [b.text for s in page.sections for b in s.blocks][1] == (
+        "| req_version | Required version, or NULL. |\n| flags | Options. |")
+
+
 def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> None:
     """A ``header`` inside a section is that section's title (npm puts each page's h1 and summary
     there); only one outside every sectioning element is the site's banner (HTML-AAM). A table

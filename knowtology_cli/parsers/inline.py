@@ -31,7 +31,11 @@ def table_text(rows: Sequence[Sequence[str]], header: bool = True) -> str:
     if not rows:
         return ""
     width = max(len(r) for r in rows)
-    lines = ["| " + " | ".join([*r, *[""] * (width - len(r))]) + " |" for r in rows]
+    rows = [[*r, *[""] * (width - len(r))] for r in rows]
+    kept = [i for i in range(width) if any(r[i].strip() for r in rows)]  # a spacer column says nothing
+    rows = [[r[i] for i in kept] for r in rows]
+    width = len(kept)
+    lines = ["| " + " | ".join(r) + " |" for r in rows]
     if header and len(rows) > 1:
         lines.insert(1, "|" + " --- |" * width)
     return "\n".join(lines)
