@@ -186,9 +186,11 @@ def test_rst_a_link_without_its_target_reads_as_its_text() -> None:
     """AWS CLI examples write ```Creating … Certificates`__`` with no ``.. __:`` target: docutils marks
     it problematic and kept the raw markup; it reads as the link's text, as a resolved link does."""
     doc = parse("Title\n=====\n\nSee `Creating, Uploading, and Deleting Certificates`__ in the guide, word_ and "
-                "`Named <https://example.com>`_; |undefined| stays.\n", name="x.rst")
-    assert [b.text for _, b in blocks(doc)][1] == (
-        "See Creating, Uploading, and Deleting Certificates in the guide, word and Named; |undefined| stays.")
+                "`Named <https://example.com>`_; |undefined| stays.\n\n"
+                "**Example 1: To enable ``requester pays`` configuration**\n", name="x.rst")
+    assert [b.text for _, b in blocks(doc)][1:] == [
+        "See Creating, Uploading, and Deleting Certificates in the guide, word and Named; |undefined| stays.",
+        "Example 1: To enable requester pays configuration"]  # code inside bold: reST leaves it literal
 
 
 def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:

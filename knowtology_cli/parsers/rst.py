@@ -112,6 +112,8 @@ def _directive_class(name: str) -> Any:
     return KeptDirective
 
 
+#: ````code```` written inside bold or italic text, which reST leaves as it is.
+_NESTED_LITERAL = re.compile(r"``(\S(?:.*?\S)?)``")
 #: A hyperlink reference (```text`_``, ```text`__``, ``word_``) docutils could not resolve.
 _REFERENCE = re.compile(r"`([^`<]+?)\s*(?:<[^`>]*>)?`__?|([\w.-]+)__?")
 #: The comment docutils leaves where an included text ends.
@@ -358,6 +360,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
     tree = _doctree("\n".join(lines), name, scope)
+    for mark in list(tree.findall(lambda n: isinstance(n, (nodes.strong, nodes.emphasis)) and "``" in n.astext())):
+        # reST does not nest inline markup: ``code`` inside **bold** stays literal; it reads as the code
+        mark.children = [nodes.Text(_NESTED_LITERAL.sub(r"\1", mark.astext()))]
     for bad in list(tree.findall(nodes.problematic)):  # a link whose target is missing reads as its text
         reference = _REFERENCE.fullmatch(bad.astext())
         if reference:
