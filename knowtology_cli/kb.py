@@ -50,7 +50,7 @@ from .sessions import FileSessionStore, InMemorySessionStore
 from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
 from .stores.routing import RoutingVectorStore, open_vector_store
 from .stores.sqlite import SQLiteTreeStore
-from .textutil import copy_key, keyword_query, more_suffix
+from .textutil import copy_key, identifier_terms, keyword_query, more_suffix
 
 if TYPE_CHECKING:
     from .embedders.base import Embedder
@@ -78,6 +78,10 @@ def _noop_message(text: str) -> None:
 
 #: The most candidates a search reads to find ``k`` different texts among copies.
 FOLD_LIMIT = 1000
+
+
+#: Keyword candidates looked at when a grep term is an identifier, to put those holding it whole first.
+EXACT_POOL = 100
 
 
 class KnowledgeBase:
@@ -1002,11 +1006,23 @@ class KnowledgeBase:
             query = keyword_query(list(terms) if not isinstance(terms, str) else terms)
             if not query:
                 raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
-            scored = self.vectors.keyword_search(name, query, 2 * k, within=within)
+            exact = identifier_terms(query)
+            scored = self.vectors.keyword_search(name, query, max(2 * k, EXACT_POOL) if exact else 2 * k,
+                                                 within=within)
+            if exact:
+                scored = self._exact_first(name, scored, exact)
         scored, copies = self._fold_copies(name, scored, k)
         hits = self._keyword_windows(name, self._hits(name, scored, min_score, copies), query, regex=regex)
         return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
                             hits=hits)
+
+    def _exact_first(self, collection: str, scored: list[ScoredId], exact: list[str]) -> list[ScoredId]:
+        """Keyword candidates holding every identifier of the query as written (``PAY_PER_REQUEST``, not
+        just "pay", "per" and "request"), then the rest; BM25 order within each."""
+        texts = {c.chunk_id: f"{c.title}\n{c.text}".lower() for c in self.vectors.get(collection, [s.chunk_id for s in scored])}
+        whole = [s for s in scored if all(term in texts.get(s.chunk_id, "") for term in exact)]
+        kept = {s.chunk_id for s in whole}
+        return whole + [s for s in scored if s.chunk_id not in kept]
 
     def _keyword_windows(self, collection: str, hits: list[Hit], query: str, *, regex: bool = False) -> list[Hit]:
         """Keyword hits whose snippet is the chunk's best-matching line (or window), matches marked;

@@ -25,6 +25,22 @@ def keyword_query(terms: str | list[str]) -> str:
     return " ".join(p for p in parts if p)
 
 
+#: A grep term the keyword index splits into words but a reader means whole: words joined by ``_``,
+#: ``:``, ``.``, ``-`` or ``/`` (``PAY_PER_REQUEST``, ``arn:aws:iam``, ``fs.readFile``) or a flag
+#: (``--billing-mode``).
+_IDENTIFIER = re.compile(r"(?:-{1,2}[A-Za-z][\w-]*|\w+(?:[_:./-]+\w+)+)")
+
+
+def identifier_terms(query: str) -> list[str]:
+    """The terms of a keyword query written as identifiers (`_IDENTIFIER`), lower-cased, in order."""
+    found = []
+    for word in query.split():
+        word = word.strip("\"'`,;()[]{}<>%")
+        if _IDENTIFIER.fullmatch(word) and word.lower() not in found:
+            found.append(word.lower())
+    return found
+
+
 def copy_key(text: str) -> str:
     """What two chunks share when one is a copy of the other: their text, whitespace aside (a site's
     print page, a file kept twice, a paragraph a generator repeats on every page)."""

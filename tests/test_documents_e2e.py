@@ -226,6 +226,27 @@ def test_a_link_to_a_file_of_the_folder_is_read_once(tmp_path: Path) -> None:
         "ingest", str(root), store=store).stdout
 
 
+def test_grep_puts_chunks_holding_an_identifier_whole_first(tmp_path: Path) -> None:
+    """The keyword index splits ``PAY_PER_REQUEST`` into pay, per and request, so a page about request
+    payment outranked the one page that writes the setting. Chunks holding every identifier of the
+    query as written come first; the others still follow."""
+    store = tmp_path / "store"
+    root = tmp_path / "cli"
+    root.mkdir()
+    (root / "payment.md").write_text("# Request payment\n\nPay per request: the requester pays per request. "
+                                     "Request payment, pay per request, per request pay.\n")
+    (root / "create-table.md").write_text("# Create a table\n\nThe command creates a table in on-demand mode "
+                                          "with the option --billing-mode PAY_PER_REQUEST and two key attributes, "
+                                          "a partition key and a sort key, each of string type.\n")
+    kt("ingest", str(root), "--embedder", "hash", store=store)
+    ids = [h["chunk_id"] for h in json.loads(kt("grep", "PAY_PER_REQUEST", "--json", store=store).stdout)["hits"]]
+    assert ids == ["cli/create-table.md#0", "cli/payment.md#0"]
+    flag = [h["chunk_id"] for h in json.loads(kt("grep", "--json", "--", "--billing-mode", store=store).stdout)["hits"]]
+    assert flag[0] == "cli/create-table.md#0"
+    plain = [h["chunk_id"] for h in json.loads(kt("grep", "pay per request", "--json", store=store).stdout)["hits"]]
+    assert plain[0] == "cli/payment.md#0"  # words, not an identifier: BM25 alone
+
+
 def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
     """A re-read page replaces its chunks: when an edit leaves it fewer, the old surplus goes without
     --prune (search, grep and read never show text the file no longer has); a page that cannot be
