@@ -343,6 +343,17 @@ def test_a_name_led_by_an_acronym_is_one_identifier_and_a_plural_acronym_a_word(
     assert "make" not in index.terms and "lite" not in index.terms
 
 
+def test_a_term_is_shown_as_the_prose_writes_it_not_as_code_does() -> None:
+    """AWS CLI examples write ``aws iam create-user`` in every command and "AWS IAM" in their prose:
+    the map said "Aws iam". Code counts for the term, but a name is spelled as the text spells it."""
+    texts = [f"Creates a user in AWS IAM.\n\n```\naws iam create-user --user-name Bob{i}\naws iam get-user\n```"
+             for i in range(3)] + ["Ovens bake bread for dynamodb."] * 3
+    index = build_term_index(texts, [""] * 6, ["iam.md"] * 3 + ["oven.md"] * 3)
+    shown = dict(zip(index.terms, index.display, strict=True))
+    assert shown[f"{stem('aws')} iam"] == "AWS IAM" and shown[stem("aws")] == "AWS" and shown["iam"] == "IAM"
+    assert shown["dynamodb"] == "dynamodb"  # written so in prose: kept as written
+
+
 def test_a_word_mostly_before_a_determiner_reads_as_a_verb_and_names_less_well() -> None:
     texts = ["Planting the seeds takes a minute; planting a seed twice is fine."] * 3 + ["The seeds arrived."] * 3
     texts += ["Bread rises."] * 2

@@ -227,12 +227,12 @@ def clean_markdown(text: str, *, slots: bool = True) -> str:
     return clean_parts(text, slots=slots)[0]
 
 
-def clean_parts(text: str, *, slots: bool = True) -> tuple[str, str]:
-    """`clean_markdown` of ``text`` and the same without its code blocks (what the chunk says in
-    words), from one pass over the Markdown."""
+def clean_parts(text: str, *, slots: bool = True) -> tuple[str, str, str]:
+    """`clean_markdown` of ``text``, the same without its code blocks (what the chunk says in words),
+    and its code alone, from one pass over the Markdown."""
     headings, blocks, code = _blocks(text, slots)
     words = [*headings, *(b for _, b, _ in blocks)]
-    return one_line(" ".join([*words, *code])), one_line(" ".join(words))
+    return one_line(" ".join([*words, *code])), one_line(" ".join(words)), one_line(" ".join(code))
 
 
 def _content_words(text: str) -> list[str]:

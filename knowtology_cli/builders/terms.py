@@ -140,6 +140,7 @@ class _Stats:
     """Collection-wide observations: surfaces of each term, where words sit next to determiners."""
 
     body: Counter[tuple[str, str]] = field(default_factory=Counter)  # (key, surface) mid-sentence
+    code: Counter[tuple[str, str]] = field(default_factory=Counter)  # (key, surface) in code blocks
     other: Counter[tuple[str, str]] = field(default_factory=Counter)  # titles, sentence starts
     seen: Counter[str] = field(default_factory=Counter)
     before_determiner: Counter[str] = field(default_factory=Counter)
@@ -158,7 +159,7 @@ class _Stats:
         """Each kept term's most frequent mid-sentence surface (else its most frequent anywhere); a
         heading as a title writes it (with capitals) rather than as a file-name slug."""
         best: dict[str, tuple[bool, int, int, str]] = {}
-        for rank, source in ((1, self.body), (0, self.other)):
+        for rank, source in ((1, self.body), (0, self.other), (-1, self.code)):
             for (key, surface), count in source.items():
                 written = not key.startswith(PHRASE) or surface != surface.lower()
                 if key in keep and (written, rank, count, surface) > best.get(key, (False, -1, 0, "")):
@@ -191,8 +192,10 @@ def _keys(text: str) -> set[str]:
     return out
 
 
-def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
-    """Unigram and bigram counts of ``text``; records surfaces and verb evidence in ``stats``."""
+def _terms(text: str, stats: _Stats, in_title: bool, code: bool = False) -> Counter[str]:
+    """Unigram and bigram counts of ``text``; records surfaces and verb evidence in ``stats``. The
+    surfaces of ``code`` rank below those of prose and titles: a name is written as the text writes it
+    ("AWS IAM"), not as a command line does (``aws iam create-user``)."""
     counts: Counter[str] = Counter()
     for sentence in _SENTENCE_END.split(text):
         first = True
@@ -203,7 +206,8 @@ def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
                     counts[token.key] += 1
                     if in_title:
                         stats.in_titles.add(token.key)
-                    (stats.other if in_title or first else stats.body)[token.key, token.surface] += 1
+                    (stats.code if code else stats.other if in_title or first else stats.body)[
+                        token.key, token.surface] += 1
                     if token.ident:
                         stats.idents.add(token.key)
                     else:
@@ -218,7 +222,8 @@ def _terms(text: str, stats: _Stats, in_title: bool) -> Counter[str]:
                         bigram = f"{previous.key} {token.key}"
                         counts[bigram] += 1
                         surface = f"{previous.surface} {token.surface}"
-                        (stats.other if in_title or (first and position == 1) else stats.body)[bigram, surface] += 1
+                        (stats.code if code else stats.other if in_title or (first and position == 1)
+                         else stats.body)[bigram, surface] += 1
                 previous = token
                 first = False
             first = False
@@ -358,9 +363,9 @@ def build_term_index(
     slugs: dict[str, str] = {}  # one-word file stems ("errorhandling", "api") -> their keys
     written: set[str] = set()  # words the chunks write in prose or titles, outside paths and URLs
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
-        plain, prose = clean_parts(text, slots=False) if text else ("", "")
+        _, prose, code = clean_parts(text, slots=False) if text else ("", "", "")
         plain_title = clean_markdown(title, slots=False) if title else ""
-        body = _terms(plain, stats, in_title=False)
+        body = _terms(prose, stats, in_title=False) + _terms(code, stats, in_title=False, code=True)
         head = _terms(plain_title, stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)
         for segment in _TRAIL_MARK.split(plain_title) if plain_title else ():
