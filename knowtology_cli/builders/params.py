@@ -185,7 +185,7 @@ class TreeParams:
     description_passes: int = 2
     #: The richest description variants tried (``Namer._variants``) quote up to this many times the
     #: usual example titles and passages. Three gained level-1 routing over two on documents held
-    #: out of the choice (Cranfield, a programming book); four gained nothing over three
+    #: out of the choice (a collection of one field, a programming book); four gained nothing over three
     #: (docs/benchmarks.md §4).
     description_richest: int = 3
     #: Levels whose descriptions are chosen by routing: all three. Measured on documents held out

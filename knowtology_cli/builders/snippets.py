@@ -116,7 +116,7 @@ def _inline(text: str, slots: bool = True) -> str:
     text = _LINK.sub(r"\1", text)
     text = _REF_LINK.sub(r"\1", text)
     text = _AUTOLINK.sub(r"\1", text)
-    if slots:  # markup outside code spans only: `npm pkg get <field>` keeps its placeholder
+    if slots:  # markup outside code spans only: `tool get <field>` keeps its placeholder
         text = "".join(part if n % 2 else _HTML_TAG.sub(_markup_gap, part)
                        for n, part in enumerate(_CODE_SPAN_SPLIT.split(text)))
     else:

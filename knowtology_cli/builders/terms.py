@@ -77,7 +77,7 @@ _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 # ("Options --locked" is no phrase) end a phrase.
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|(?:^|\s)--?(?=[A-Za-z])|\n")
 # Identifiers first (snake_case, dotted.names, kebab codes with a digit, camelCase, MixedCase,
-# MixedCase led by an acronym such as CMake, SQLite, OAuth (but not a plural acronym: APIs),
+# MixedCase led by an acronym such as SQLite, OAuth, XMLHttp (but not a plural acronym: APIs),
 # words with digits), then plain words (with an apostrophe ending); hyphenated words split.
 _TOKEN = re.compile(
     r"(?P<ident>[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
@@ -195,7 +195,7 @@ def _keys(text: str) -> set[str]:
 def _terms(text: str, stats: _Stats, in_title: bool, code: bool = False) -> Counter[str]:
     """Unigram and bigram counts of ``text``; records surfaces and verb evidence in ``stats``. The
     surfaces of ``code`` rank below those of prose and titles: a name is written as the text writes it
-    ("AWS IAM"), not as a command line does (``aws iam create-user``)."""
+    ("Git LFS"), not as a command line does (``git lfs install``)."""
     counts: Counter[str] = Counter()
     for sentence in _SENTENCE_END.split(text):
         first = True
