@@ -217,7 +217,7 @@ def read_inputs(
 def _set_fragments_aside(batch: InputBatch) -> None:
     """Drop the chunks of files another document of this run includes: their text is in that document.
 
-    Sphinx reads ``DEPRECATED.txt`` only where a page includes it, and so does `parse_rst`; indexed
+    Sphinx reads ``shared-note.txt`` only where a page includes it, and so does `parse_rst`; indexed
     alone too, the fragment would be a second copy, cut off from the substitutions its pages define.
     The fragment stays among ``documents``, so chunks an earlier run stored for it are removed.
     """

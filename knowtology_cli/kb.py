@@ -1017,8 +1017,8 @@ class KnowledgeBase:
                             hits=hits)
 
     def _exact_first(self, collection: str, scored: list[ScoredId], exact: list[str]) -> list[ScoredId]:
-        """Keyword candidates holding every identifier of the query as written (``PAY_PER_REQUEST``, not
-        just "pay", "per" and "request"), then the rest; BM25 order within each."""
+        """Keyword candidates holding every identifier of the query as written (``MAX_RETRY_COUNT``, not
+        just "max", "retry" and "count"), then the rest; BM25 order within each."""
         texts = {c.chunk_id: f"{c.title}\n{c.text}".lower() for c in self.vectors.get(collection, [s.chunk_id for s in scored])}
         whole = [s for s in scored if all(term in texts.get(s.chunk_id, "") for term in exact)]
         kept = {s.chunk_id for s in whole}

@@ -26,8 +26,8 @@ def keyword_query(terms: str | list[str]) -> str:
 
 
 #: A grep term the keyword index splits into words but a reader means whole: words joined by ``_``,
-#: ``:``, ``.``, ``-`` or ``/`` (``PAY_PER_REQUEST``, ``arn:aws:iam``, ``fs.readFile``) or a flag
-#: (``--billing-mode``).
+#: ``:``, ``.``, ``-`` or ``/`` (``MAX_RETRY_COUNT``, ``urn:isbn:0451``, ``os.path.join``) or a flag
+#: (``--dry-run``).
 _IDENTIFIER = re.compile(r"(?:-{1,2}[A-Za-z][\w-]*|\w+(?:[_:./-]+\w+)+)")
 
 

@@ -346,7 +346,7 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     dropped with comments, substitution definitions, link targets and editor modelines.
 
     ``.. include::`` reads the file into the page as docutils and Sphinx do — a fragment shared by
-    several pages (``.. include:: DEPRECATED.txt``) is part of each — when ``path`` (this file) is
+    several pages (``.. include:: shared-note.txt``) is part of each — when ``path`` (this file) is
     given and the included file lies inside ``root`` (default: this file's folder); its text cites
     the directive's line. `Document.includes` lists the files read that way, `Document.unread` the
     includes that were not (outside ``root``, missing, circular).
