@@ -18,7 +18,7 @@ from typing import IO, Any
 from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
-from .parsers import decode_text, detect_format, parse
+from .parsers import RST_HEAD, decode_text, detect_format, parse
 from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
@@ -467,7 +467,7 @@ def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, targe
             batch.files.add(label)
             _read_jsonl_lines(_jsonl_lines(text), label, label, batch)
         return
-    fmt = detect_format(path.name, head=data[:4096])
+    fmt = detect_format(path.name, head=data[:RST_HEAD])
     content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
     if content is None:
         return

@@ -510,6 +510,13 @@ def test_plain_text_paragraphs_and_underlined_headings() -> None:
     ("todo.txt", None, b"TODO\n====\n\n.. and then: ratio 1:2, the `quoted` word.\n", "text"),
     ("mail.txt", None, b"Re: :role:`once` in a mail.\n\nRegards .. J.\n", "text"),
     ("page.md", None, b"See :func:`a` and :func:`b`.\n", "markdown"),
+    # an overlined title (Django's index and release-note pages: a title and a toctree), inline
+    # literals, a paragraph ending '::' before its indented code
+    ("index.txt", None, b"=============\nAPI Reference\n=============\n\n.. toctree::\n\n   models\n", "rst"),
+    ("views.txt", None, b"Views\n=====\n\nUse ``TemplateView`` or ``View``.\n", "rst"),
+    ("notes.txt", None, b"Notes\n\nWe'll be using these models::\n\n    class A: pass\n\n.. note:: x\n", "rst"),
+    # AsciiDoc's listing delimiters are no overline: shorter than what they enclose
+    ("git-contacts.txt", None, b"------------\n$ git contacts feature/*.patch\n------------\n", "text"),
     ("archive.zip", None, None, None),
     ("data.jsonl", None, None, None),
 ])

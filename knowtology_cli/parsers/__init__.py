@@ -15,6 +15,7 @@ from .text import parse_text
 __all__ = [
     "DOCUMENT_FORMATS",
     "PARSER_VERSIONS",
+    "RST_HEAD",
     "TITLE_SEPARATOR",
     "Block",
     "Document",
@@ -47,16 +48,25 @@ DOCUMENT_FORMATS = frozenset(_CONTENT_TYPES.values())
 _EXTRAS = {"html": ("html", "lxml"), "pdf": ("pdf", "pypdfium2")}
 _HTML_START = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.I | re.S)
 #: reStructuredText markup that plain text does not hold by chance: a directive, hyperlink target or
-#: substitution definition opening a line (``.. note::``, ``.. _label:``), or interpreted text with a
-#: role (``:func:`parse```).
+#: substitution definition opening a line (``.. note::``, ``.. _label:``), interpreted text with a
+#: role (``:func:`parse```), an inline literal (````code````), a title with an overline and an
+#: underline of one character, or a paragraph ending ``::`` before an indented literal block.
 _RST_MARKUP = re.compile(
     rb"^[ \t]*\.\. (?:[A-Za-z][\w.+-]*::|_[^:\n]+:|\|[^|\n]+\|[ \t]+[\w-]+::)"
-    rb"|:[A-Za-z][\w.+-]*(?::[\w.+-]+)?:`[^`\n]+`",
+    rb"|:[A-Za-z][\w.+-]*(?::[\w.+-]+)?:`[^`\n]+`"
+    rb"|(?<![`\w])``[^`\s](?:[^`\n]*[^`\s])?``(?![`\w])"
+    rb"|\S::[ \t]*\r?\n[ \t]*\r?\n[ \t]+\S",
     re.M,
 )
-#: A ``.txt`` file whose first bytes hold this many such constructs is reStructuredText: Django's
-#: and many Sphinx projects' sources are ``.txt``. One alone could be a coincidence.
+#: A title between an overline and an underline of one character, both as long as each other and at
+#: least as long as the title (as docutils requires; AsciiDoc's listing delimiters are not).
+_RST_OVERLINED = re.compile(rb"^(([=\-~*#^+])\2{2,})[ \t]*\r?\n([^\n]*\S)[ \t]*\r?\n(\2{3,})[ \t]*$", re.M)
+#: A ``.txt`` file whose first `RST_HEAD` bytes hold this many such constructs is reStructuredText:
+#: Django's and many Sphinx projects' sources are ``.txt``. One alone could be a coincidence; an
+#: overlined title counts twice (plain text and Markdown do not write one).
 _RST_EVIDENCE = 2
+#: How much of a ``.txt`` file is looked at for reStructuredText markup.
+RST_HEAD = 65536
 
 
 #: File names that say what a file is to its folder, not what it is about: such a file is named
@@ -90,8 +100,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     Args:
         name: the file's name or path; compound extensions count (``a.rst.txt`` is reST).
         content_type: a MIME type (``text/html; charset=utf-8``), which wins when it is known.
-        head: the file's first bytes, to recognise a PDF or an HTML page behind another name, and a
-            ``.txt`` file written in reStructuredText (its directives and roles).
+        head: the file's first bytes (up to `RST_HEAD`), to recognise a PDF or an HTML page behind
+            another name, and a ``.txt`` file written in reStructuredText (its directives and roles).
     """
     if content_type:
         known = _CONTENT_TYPES.get(content_type.split(";", 1)[0].strip().lower())
@@ -108,7 +118,7 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
             return "pdf"
         if by_name in (None, "text") and _HTML_START.match(head[:4096]):
             return "html"
-        if by_name == "text" and _looks_like_rst(head[:4096]):
+        if by_name == "text" and _looks_like_rst(head[:RST_HEAD]):
             return "rst"
     return by_name
 
@@ -116,6 +126,13 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
 def _looks_like_rst(head: bytes) -> bool:
     """Whether a text file's first bytes are written in reStructuredText (`_RST_EVIDENCE` constructs)."""
     found = 0
+    for title in _RST_OVERLINED.finditer(head):
+        over, text, under = title.group(1), title.group(3).strip(), title.group(4)
+        if len(over) == len(under) >= len(text):
+            found += 2
+            break
+    if found >= _RST_EVIDENCE:
+        return True
     for _ in _RST_MARKUP.finditer(head):
         found += 1
         if found >= _RST_EVIDENCE:
@@ -206,7 +223,7 @@ def parse(
     else:
         label = name or "<document>"
         data = source
-    head = data[:4096] if isinstance(data, bytes) else data[:4096].encode("utf-8", "replace")
+    head = data[:RST_HEAD] if isinstance(data, bytes) else data[:RST_HEAD].encode("utf-8", "replace")
     fmt = format or detect_format(label, content_type=content_type, head=head)
     if fmt is None:
         raise ConfigError(
