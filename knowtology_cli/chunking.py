@@ -25,6 +25,7 @@ _SPACE = re.compile(r"\s+")
 _TABLE_HEAD = re.compile(r"[ \t]*\|[^\n]*\n[ \t]*\|?[ \t]*:?-{2,}[^\n]*\n")
 #: The opening line of a fenced code block (its fence, ``group(1)``, closes it).
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*\n")
+_FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _WORD = re.compile(r"[^\W_]")
 #: vim / vi / ex modelines and Emacs file-variable lines, wherever a format leaves them as text.
 _MODELINE = re.compile(
@@ -213,8 +214,9 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
     body_start = fence.start(1) if fence else header.end() if header else 0
     # room for what a piece gains (+2: joining may tokenise a little worse),
     lines_first = block.kind in ("table", "list", "code")
+    inner = not code and "```" in text  # code inside a note or a list item: its pieces are re-fenced below
     reserve = (count_tokens(opening, encoding) + count_tokens(closing, encoding) + 2 if opening else 0) + (
-        4 if lines_first else 0)  # and for the indent a piece's first line keeps
+        4 if lines_first else 0) + (12 if inner else 0)  # and for the indent a piece's first line keeps
     splitter = _Splitter(text, target=target, maximum=maximum - reserve, encoding=encoding, lines_first=lines_first)
     out = []
     mapped = unit == "line" and len(block.lines) == text.count("\n") + 1 and block.text == text
@@ -235,6 +237,29 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
         if closing and not piece.rstrip().endswith(closing.strip()):
             piece += closing
         out.append(_Piece(piece, first, max(first, last), heading, count_tokens(piece, encoding)))
+    return _refenced(out, encoding) if inner else out
+
+
+def _refenced(pieces: list[_Piece], encoding: str) -> list[_Piece]:
+    """Pieces of a block that holds fenced code inside other text: one cut inside a fence is closed,
+    and the next opens it again, so no chunk holds half a fence (CommonMark's fence rules)."""
+    out: list[_Piece] = []
+    carried = ""  # the opening fence line the next piece inherits
+    for piece in pieces:
+        text = f"{carried}\n{piece.text}" if carried else piece.text
+        opener, fence = "", ""  # the open fence's line and its marks
+        for line in text.split("\n"):
+            mark = _FENCE_LINE.match(line)
+            if not mark:
+                continue
+            if not opener:
+                opener, fence = line.strip(), mark.group(1)
+            elif mark.group(1)[0] == fence[0] and len(mark.group(1)) >= len(fence) and not mark.group(2).strip():
+                opener, fence = "", ""
+        if opener:
+            text += "\n" + fence
+        carried = opener
+        out.append(_Piece(text, piece.start, piece.end, piece.heading, count_tokens(text, encoding), piece.leads))
     return out
 
 

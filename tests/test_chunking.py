@@ -239,3 +239,19 @@ def test_inconsistent_sizes_are_a_config_error() -> None:
         split_document("text", file_name="a.md", max_tokens=100, target_tokens=200)
     with pytest.raises(ConfigError):
         split_document("text", file_name="a.md", max_tokens=10, target_tokens=0)
+
+
+def test_code_inside_a_long_note_is_fenced_in_every_piece() -> None:
+    """A reST note or list item holding a long code block is one text block; cut into pieces, each
+    piece closes a fence it opened and the next opens it again (no chunk with half a fence)."""
+    from knowtology_cli.parsers.base import Block, Document, Section
+
+    code = "\n".join(f"    path('item/{i}/', views.item_{i}, name='item-{i}')," for i in range(80))
+    note = f"Note: the routes are:\n\n```python\nurlpatterns = [\n{code}\n]\n```\n\nThat is all."
+    doc = Document(format="rst", unit="line", sections=(Section(("Routes",), (Block(note, 1, 90, "text"),)),))
+    chunks = chunk_document(doc, file_name="urls.txt", target_tokens=120, max_tokens=200).chunks
+    assert len(chunks) > 2
+    for chunk in chunks:
+        fences = [line.strip() for line in chunk.text.split("\n") if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0 and chunk.tokens <= 200, chunk.text
+    assert all(c.text.count("```python") == 1 for c in chunks[1:] if "path(" in c.text.split("\n")[1])

@@ -193,6 +193,21 @@ def test_rst_a_link_without_its_target_reads_as_its_text() -> None:
         "Example 1: To enable requester pays configuration"]  # code inside bold: reST leaves it literal
 
 
+def test_rst_sphinx_descriptions_console_blocks_and_index_markers() -> None:
+    """Django's pages: ``.. class:: CharField(max_length=None)`` with no content is a description's
+    signature (docutils' own ``class`` sets a lower-case style class and stays dropped), kept and
+    kept with what follows; ``.. console::`` is code; ``.. setting:: DEBUG`` over the title DEBUG is
+    said once."""
+    text = ("Fields\n======\n\n``CharField``\n-------------\n\n.. class:: CharField(max_length=None, **options)\n\n"
+            "A string field.\n\n.. class:: special\n\nStyled paragraph.\n\n.. setting:: DEBUG\n\n``DEBUG``\n---------\n\n"
+            "Default: ``False``\n\n.. console::\n\n    $ python manage.py migrate books 0002\n    Operations to perform:\n")
+    found = [(b.kind, b.text) for _, b in blocks(parse(text, name="fields.txt"))]
+    assert found == [
+        ("heading", "# Fields"), ("heading", "## CharField"), ("label", "CharField(max_length=None, **options)"),
+        ("text", "A string field."), ("text", "Styled paragraph."), ("heading", "## DEBUG"), ("text", "Default: False"),
+        ("code", "```\n$ python manage.py migrate books 0002\nOperations to perform:\n```")]
+
+
 def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:
     """An include brings its file's text into the page as docutils does: the page's substitutions
     apply, nested includes resolve from the fragment's folder, a leading ``/`` from the root, and the

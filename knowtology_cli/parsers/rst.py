@@ -22,6 +22,15 @@ NAVIGATION_DIRECTIVES = frozenset({
     "inheritance-diagram", "autoprogram", "program", "c:namespace",
     "cpp:namespace", "py:currentmodule", "py:module",
 })
+#: Directives whose content is code or a terminal session, shown as written (Sphinx's, and those of
+#: widely used extensions: sphinx-prompt, sphinx.ext.doctest, IPython, MyST-NB, Django's console).
+CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "highlight-block", "console", "prompt",
+                             "doctest", "testcode", "testoutput", "ipython", "jupyter-execute",
+                             "code-cell"})
+#: A ``class`` argument that is a description's signature, not a style class name.
+_SIGNATURE = re.compile(r"[(.A-Z]")
+#: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
+_LABEL_CLASS = "kt-label"
 #: Directives whose argument is a build condition; their content is the page's text.
 CONDITION_DIRECTIVES = frozenset({"only", "ifconfig"})
 #: A directive argument that is a path (``.. cmake-module:: ../../Modules/FindBoost.cmake``).
@@ -78,9 +87,10 @@ def _directive_class(name: str) -> Any:
         option_spec = _AnyOptions()
 
         def run(self) -> list[Any]:
-            # ``class`` with content is Sphinx's class description (docutils' own applies a class to
-            # the content): either way the content is the page's text
-            if name in NAVIGATION_DIRECTIVES and not (name == "class" and self.content):
+            # ``class`` with content or a signature (``CharField(max_length=None)``, ``db.Model``) is
+            # Sphinx's class description; docutils' own sets a lower-case style class on what follows
+            described = name == "class" and (self.content or _SIGNATURE.search(" ".join(self.arguments)))
+            if name in NAVIGATION_DIRECTIVES and not described:
                 marker = nodes.comment()
                 _place(self, marker)
                 return [marker]
@@ -88,7 +98,7 @@ def _directive_class(name: str) -> Any:
             _place(self, box)
             argument = " ".join(self.arguments).strip()
             label = _LABELS.get(name.rsplit(":", 1)[-1], "")
-            code = name.rsplit(":", 1)[-1] in ("code-block", "sourcecode", "code", "highlight-block")
+            code = name.rsplit(":", 1)[-1] in CODE_DIRECTIVES
             if label and name.startswith(("version", "deprecated")) and argument:
                 version, *rest = argument.split(None, 1)
                 argument = f"{version}: {' '.join(rest[0].split())}" if rest else version
@@ -104,6 +114,8 @@ def _directive_class(name: str) -> Any:
                 inline, _ = self.state.inline_text(text, self.lineno)
                 para = nodes.paragraph(text, "", *inline)
                 _place(self, para)
+                if not self.content:  # a signature or a name alone opens what follows it: a label
+                    para["classes"].append(_LABEL_CLASS)
                 box += para
             if self.content:
                 self.state.nested_parse(self.content, self.content_offset, box)
@@ -396,11 +408,16 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 continue
             kind = {"bullet_list": "list", "enumerated_list": "list", "table": "table",
                     "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
-            if isinstance(child, nodes.paragraph) and _all_bold(child):
+            if isinstance(child, nodes.paragraph) and _all_bold(child) or _is_label_box(child):
                 kind = "label"
             raw.append((titles, body, start, kind))
 
     walk(tree, ())
+    # a name marked for the index just before the section that shows it (``.. setting:: DEBUG`` over
+    # the title "DEBUG") would say it twice
+    raw = [entry for i, entry in enumerate(raw) if not (
+        entry[3] == "label" and i + 1 < len(raw) and raw[i + 1][3] == "heading"
+        and raw[i + 1][1].lstrip("#").strip() == entry[1].strip())]
     bounds = sorted(set(bounds))
     sections: list[Section] = []
     current: tuple[str, ...] | None = None
@@ -421,6 +438,12 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
                     dropped=dropped, includes=tuple(scope.files) if scope else (),
                     unread=tuple(scope.unread) if scope else ())
+
+
+def _is_label_box(node: Any) -> bool:
+    """A kept directive holding only its argument (``.. setting:: DEBUG``, a ``class`` signature)."""
+    return (node.tagname == "container" and len(node.children) == 1
+            and _LABEL_CLASS in node.children[0].get("classes", []))
 
 
 def _all_bold(paragraph: Any) -> bool:
