@@ -208,6 +208,21 @@ def test_rst_sphinx_descriptions_console_blocks_and_index_markers() -> None:
         ("code", "```\n$ python manage.py migrate books 0002\nOperations to perform:\n```")]
 
 
+def test_rst_cross_references_read_as_words() -> None:
+    """Without the titles Sphinx looks up, a ``:doc:`` or ``:ref:`` reads as its explicit title (no
+    space needed before ``<``) or its target's last part in words, never a path or a slug; ``:rfc:``
+    with a title (which docutils' own role refuses) reads as the title; a term or an admonition title
+    that ends in punctuation gets no second mark."""
+    text = ("T\n=\n\nSee :doc:`/ref/csrf`, :ref:`configuring-sessions`, :doc:`the migrations "
+            "documentation</topics/migrations>`, :ref:`Sessions <sessions-ref>`, :rfc:`RFC 7231 "
+            "<7231#section-6.5.5>` and :pep:`8`.\n\n.. admonition:: Restrictions on operators.\n\n    Only some.\n\n"
+            "- ``timezone``:\n      The zone.\n")
+    assert [b.text for _, b in blocks(parse(text, name="x.rst"))][1:] == [
+        "See csrf, configuring sessions, the migrations documentation, Sessions, RFC 7231 and PEP 8.",
+        "Restrictions on operators. Only some.",
+        "- timezone: The zone."]
+
+
 def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:
     """An include brings its file's text into the page as docutils does: the page's substitutions
     apply, nested includes resolve from the fragment's folder, a leading ``/`` from the root, and the

@@ -22,6 +22,10 @@ NAVIGATION_DIRECTIVES = frozenset({
     "inheritance-diagram", "autoprogram", "program", "c:namespace",
     "cpp:namespace", "py:currentmodule", "py:module",
 })
+#: Sphinx's roles that point at a document or a labelled section, shown with the target's title.
+CROSS_REFERENCE_ROLES = frozenset({"doc", "ref", "numref", "download"})
+#: Sphinx's explicit title of a cross-reference: ``title<target>``, a space before ``<`` optional.
+_EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
 #: Directives whose content is code or a terminal session, shown as written (Sphinx's, and those of
 #: widely used extensions: sphinx-prompt, sphinx.ext.doctest, IPython, MyST-NB, Django's console).
 CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "highlight-block", "console", "prompt",
@@ -69,8 +73,22 @@ def _role_text(text: str) -> str:
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
                   options: Any = None, content: Any = None) -> tuple[list[Any], list[Any]]:
     from docutils import nodes  # deferred: heavy
+    from docutils.utils import unescape  # deferred: heavy
 
+    if name.rsplit(":", 1)[-1] in CROSS_REFERENCE_ROLES:
+        return [nodes.literal(rawtext, _cross_reference(unescape(text)))], []
     return [nodes.literal(rawtext, _role_text(text))], []
+
+
+def _cross_reference(text: str) -> str:
+    """What a reader sees for a ``:doc:`` or ``:ref:`` without the title Sphinx would look up: the
+    explicit title (Sphinx needs no space before ``<`` here), else the target's last part in words
+    (``/topics/db/queries`` -> "queries", ``configuring-sessions`` -> "configuring sessions")."""
+    titled = _EXPLICIT_TITLE.match(text)
+    if titled:
+        return titled.group(1).strip()
+    last = text.strip().lstrip("~!").rstrip("/").rsplit("/", 1)[-1]
+    return " ".join(last.replace("-", " ").replace("_", " ").split()) or text
 
 
 @cache
@@ -126,6 +144,8 @@ def _directive_class(name: str) -> Any:
 
 #: ````code```` written inside bold or italic text, which reST leaves as it is.
 _NESTED_LITERAL = re.compile(r"``(\S(?:.*?\S)?)``")
+#: Interpreted text with a role, as written (``:rfc:`RFC 7231 <7231>```).
+_ROLE_TEXT = re.compile(r":[A-Za-z][\w.+:-]*:`(.+)`", re.S)
 #: A hyperlink reference (```text`_``, ```text`__``, ``word_``) docutils could not resolve.
 _REFERENCE = re.compile(r"`([^`<]+?)\s*(?:<[^`>]*>)?`__?|([\w.-]+)__?")
 #: The comment docutils leaves where an included text ends.
@@ -297,6 +317,7 @@ def render(node: Any) -> str:
         for item in node.children:
             term = " ".join(c.astext() for c in item.children if c.tagname in ("term", "classifier"))
             body = "\n".join(_children(c) for c in item.children if c.tagname == "definition")
+            term = term.rstrip(":")  # a term written with its colon ("timezone:") keeps one
             out.append(f"{term}: {body}" if "\n" not in body else f"{term}:\n{_indent(body, '  ')}")
         return "\n".join(out)
     if kind in ("field_list", "docinfo"):
@@ -316,7 +337,9 @@ def render(node: Any) -> str:
         titles = [c for c in node.children if c.tagname == "title"]
         label = titles[0].astext() if titles else kind.replace("_", " ").capitalize()
         body = "\n\n".join(filter(None, (render(c) for c in node.children if c.tagname != "title")))
-        return f"{label}: {body}" if body else label
+        if not body:
+            return label
+        return f"{label} {body}" if label.endswith((":", ".", "!", "?")) else f"{label}: {body}"
     if kind == "image":
         return node.get("alt", "")
     if kind in ("footnote", "citation"):
@@ -377,8 +400,11 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
         mark.children = [nodes.Text(_NESTED_LITERAL.sub(r"\1", mark.astext()))]
     for bad in list(tree.findall(nodes.problematic)):  # a link whose target is missing reads as its text
         reference = _REFERENCE.fullmatch(bad.astext())
+        role = _ROLE_TEXT.fullmatch(bad.astext())
         if reference:
             bad.parent.replace(bad, nodes.Text(reference.group(1) or reference.group(2)))
+        elif role:  # a role docutils knows, used in a form it does not (``:rfc:`RFC 7231 <7231#s6>```)
+            bad.parent.replace(bad, nodes.Text(_role_text(role.group(1))))
     included = scope.lines if scope is not None else None
     raw: list[tuple[tuple[str, ...], str, int, str]] = []  # (titles, text, start line, kind)
     bounds: list[int] = []  # start lines of every top-level element, kept or not
