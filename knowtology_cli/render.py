@@ -77,7 +77,7 @@ def search_text(result: SearchResult, *, context: bool = False) -> str:
     """Hits grouped under their path (``path`` line, then `` [chunk_id] snippet score`` lines, best
     group first); or a context block with ``context``."""
     if not result.hits:
-        return f"No results for {result.query!r}."
+        return f"No results for '{result.query}'."
     if context:
         return "\n".join(f"- [{h.chunk_id}] ({h.path or h.file_name}) {h.snippet}{copies_text(h)}"
                          for h in result.hits)

@@ -245,6 +245,7 @@ def test_grep_puts_chunks_holding_an_identifier_whole_first(tmp_path: Path) -> N
     assert flag[0] == "cli/create-table.md#0"
     plain = [h["chunk_id"] for h in json.loads(kt("grep", "pay per request", "--json", store=store).stdout)["hits"]]
     assert plain[0] == "cli/payment.md#0"  # words, not an identifier: BM25 alone
+    assert "No results for '\\);import '." in kt("grep", "--regex", "\\);import ", store=store).stdout  # as typed
 
 
 def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:

@@ -144,3 +144,12 @@ def test_a_table_leading_a_chunk_gives_way_to_its_sentences() -> None:
     assert "Version" not in snippet and "v6.8.0" not in snippet
     assert make_snippet("| Tier | Discount |\n| --- | --- |\n| Gold | 10% |", "Pricing tiers") == (
         "Pricing tiers: Tier; Discount; Gold; 10%")
+
+
+def test_dunder_names_and_snake_case_keep_their_underscores() -> None:
+    """reST and HTML chunks lose the code marks around ``Model.__str__()``; the snippet must not read
+    its underscores as bold (a Django page's snippet said "Pizza.str()")."""
+    assert make_snippet("Pizza.__str__() returns the name; define __init__ and use snake_case_name.", "Pizzas") == (
+        "Pizzas: Pizza.__str__() returns the name; define __init__ and use snake_case_name.")
+    assert make_snippet("This is __very important__ and **bold** and _light_.", "") == (
+        "This is very important and bold and light.")

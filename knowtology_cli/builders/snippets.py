@@ -53,7 +53,10 @@ output p param picture pre progress q rp rt ruby s samp script search section se
 span strike strong style sub summary sup svg table tbody td template textarea tfoot th thead time title
 tr track tt u ul var video wbr""".split())
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1|(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\3(?![\w*])")
+#: Bold and italic marks; ``__word__`` alone is a dunder name (``Model.__str__()``), not bold.
+_EMPHASIS = re.compile(r"(\*\*)(?=\S)(.+?)(?<=\S)\*\*"
+                       r"|(?<!\w)__(?!\w+__(?!\w))(?=\S)(.+?)(?<=\S)__(?!\w)"
+                       r"|(?<![\w*_])([*_])(?=[^\s_])(.+?)(?<=[^\s_])\4(?![\w*_])")
 _CODE_SPAN = re.compile(r"`+([^`]*)`+")
 _CODE_SPAN_SPLIT = re.compile(r"(`+[^`]*`+)")
 _STRIKE = re.compile(r"~~(.+?)~~")
@@ -124,7 +127,7 @@ def _inline(text: str, slots: bool = True) -> str:
     text = _CODE_SPAN.sub(r"\1", text)
     text = _STRIKE.sub(r"\1", text)
     for _ in range(2):  # nested emphasis such as ***x***
-        text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(4) or "", text)
+        text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(3) or m.group(5) or "", text)
     return text
 
 

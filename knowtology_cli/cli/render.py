@@ -154,7 +154,7 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
         out.print(text.search_text(result, context=True), markup=False)
         return
     if not result.hits:
-        out.print(f"No results for {result.query!r}.", markup=False)
+        out.print(f"No results for '{result.query}'.", markup=False)
         return
     for group, hits in text.grouped_hits(result.hits).items():
         out.print(f"[cyan]{escape(group)}[/]")
