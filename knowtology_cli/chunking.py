@@ -202,8 +202,10 @@ def _pieces(block: Block, unit: str, *, target: int, maximum: int, encoding: str
     if len(text) <= MAX_TOKEN_CHARS * maximum:
         tokens = count_tokens(text, encoding)
         if tokens <= maximum:
-            # a short paragraph ending in a colon introduces the next block ("Output:", "… as follows:")
-            leads = heading or (block.kind == "text" and text.endswith(":") and tokens <= target // 4)
+            # a short paragraph ending in a colon introduces the next block ("Output:", "… as follows:"),
+            # as does one the parser knows introduces it (reST's "Output ::" before a literal block)
+            leads = heading or (block.kind == "lead" or block.kind == "text" and text.endswith(":")) and (
+                tokens <= target // 4)
             return [_Piece(text, block.start, block.end, heading, tokens, leads)]
     # A piece cut from a fenced block is fenced again; one cut from a table repeats its header rows,
     # so every chunk reads as what it is (code, a table) on its own.

@@ -255,3 +255,18 @@ def test_code_inside_a_long_note_is_fenced_in_every_piece() -> None:
         fences = [line.strip() for line in chunk.text.split("\n") if line.lstrip().startswith("```")]
         assert len(fences) % 2 == 0 and chunk.tokens <= 200, chunk.text
     assert all(c.text.count("```python") == 1 for c in chunks[1:] if "path(" in c.text.split("\n")[1])
+
+
+def test_output_before_its_reply_goes_with_the_reply() -> None:
+    """AWS CLI examples: a bold title, one line saying what the command does, the command, "Output ::"
+    (which reST renders "Output") and the reply. A chunk does not end with "Output": the parser marks
+    a paragraph that introduces a literal block as a lead."""
+    reply = "\n".join(f'    "Key{i}": "Value {i} of the reply, long enough to fill a chunk",' for i in range(12))
+    text = "\n".join(
+        f"**Example {n}: To create role {n}**\n\nThe following command creates role {n}.\n\n::\n\n"
+        f"    aws iam create-role --role-name R{n}\n\nOutput ::\n\n    {{\n{reply}\n    }}\n" for n in (1, 2, 3))
+    chunks = chunk_document(parse(text, name="create-role.rst"), file_name="create-role.rst",
+                            target_tokens=200, max_tokens=400).chunks
+    assert len(chunks) >= 3
+    for chunk in chunks:
+        assert chunk.text.rstrip().split("\n\n")[-1] != "Output", chunk.text

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 TITLE_SEPARATOR = " › "
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 4, "rst": 8, "html": 11, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 4, "rst": 9, "html": 11, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,10 @@ class Block:
             table rows, fenced code), inline markup gone (Markdown sources keep their own).
         start: first source line (text formats) or page (PDF), 1-based.
         end: last source line or page, inclusive.
-        kind: ``heading``, ``text``, ``list``, ``table``, ``code``, ``quote`` or ``label``: a
-            paragraph that is all bold (``**Example 2: Create a table**``), a heading in all but
-            markup, which chunking keeps with what follows it as it does a heading.
+        kind: ``heading``, ``text``, ``list``, ``table``, ``code``, ``quote``, ``label`` (a
+            paragraph that is all bold, ``**Example 2: Create a table**``: a heading in all but
+            markup) or ``lead`` (a paragraph that introduces the next block, as reST's ``Output ::``
+            does its literal block); chunking keeps labels and leads with what follows them.
         lines: the source line of each line of ``text``, when the parser knows them and they are
             not simply ``start`` onwards (an HTML list whose items span many source lines each), so
             a chunk cut from the block cites where its own text is.

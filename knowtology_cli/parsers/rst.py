@@ -436,6 +436,8 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                     "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
             if isinstance(child, nodes.paragraph) and _all_bold(child) or _is_label_box(child):
                 kind = "label"
+            elif isinstance(child, nodes.paragraph) and child.rawsource.rstrip().endswith("::"):
+                kind = "lead"  # it introduces the literal block after it ("Output ::" reads "Output")
             raw.append((titles, body, start, kind))
 
     walk(tree, ())
