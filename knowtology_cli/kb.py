@@ -1324,34 +1324,60 @@ class KnowledgeBase:
             nodes = self.tree.nodes(info.name)
             fresh = tree_freshness(self, info.name, chunks=len(stored), unmapped=len(stored) - mapped + changed,
                                    orphans=len(mapped_hashes) - mapped, nodes=nodes)
-            gone = self._gone_files(info.name)
-            advice = fresh.advice
+            gone, newer = self._disk_changes(info.name)
+            notes = [fresh.advice] if fresh.advice else []
             if gone:
                 first = next(iter(gone.values()))[0]
-                note = (f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "
-                        f"kt ingest --source {next(iter(gone))} --prune")
-                advice = f"{advice}; {note}" if advice else note
+                notes.append(f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "
+                             f"kt ingest --source {next(iter(gone))} --prune")
+            if newer:
+                first = next(iter(newer.values()))[0]
+                notes.append(f"{sum(map(len, newer.values()))} file(s) added or changed on disk since the last "
+                             f"ingest (e.g. {first}): kt ingest --source {next(iter(newer))}")
+            advice = "; ".join(notes)
             rows.append(CollectionStatus(
                 name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
                 nodes=len(nodes), embedder=info.embedder, dimension=info.dimension, changed=changed,
                 stale=fresh.state != "current", builder=info.builder, state=fresh.state,
                 stale_nodes=fresh.stale_nodes, drift=fresh.drift, rebuild_advised=fresh.rebuild_advised,
-                advice=advice, gone=sorted(f for files in gone.values() for f in files)))
+                advice=advice, gone=sorted(f for files in gone.values() for f in files),
+                newer=sorted(f for files in newer.values() for f in files)))
         store = str(self.settings.store_dir) if self.settings else "(memory)"
         return StatusReport(store=store, collections=rows)
 
-    def _gone_files(self, collection: str) -> dict[str, list[str]]:
-        """Indexed files no longer on disk, by source (``source/path`` labels): their chunks stay, and
-        are found, until ``kt ingest --prune`` (or ``kt rm``). A source whose whole folder is gone is
-        left out (a moved folder: ingest reports it)."""
-        roots = {r.name: Path(r.root) for r in self.tree.sources(collection) if r.kind in ("dir", "files")}
-        files = {owner for owner in self.tree.chunk_owners(collection).values() if owner[0] in roots}
+    def _disk_changes(self, collection: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """What changed on disk since each source was last ingested, by source (``source/path``):
+        indexed files gone (their chunks stay, and are found, until ``kt ingest --prune`` or ``kt rm``)
+        and document files written, added or moved in after it (modified or status-changed later; a
+        folder ingested whole is listed for new files). A source whose folder is gone is left out (a
+        moved folder: ingest reports it)."""
+        from .ingest import InputBatch, _walk  # deferred: keeps kt browse fast
+
+        sources = [r for r in self.tree.sources(collection) if r.kind in ("dir", "files") and Path(r.root).is_dir()]
+        indexed: dict[str, set[str]] = {}
+        for source, origin in self.tree.chunk_owners(collection).values():
+            if origin:
+                indexed.setdefault(source, set()).add(origin)
         gone: dict[str, list[str]] = {}
-        present = {name: root.is_dir() for name, root in roots.items()}
-        for source, origin in sorted(files):
-            if present[source] and origin and not (roots[source] / origin).exists():
-                gone.setdefault(source, []).append(f"{source}/{origin}")
-        return gone
+        newer: dict[str, list[str]] = {}
+        for record in sources:
+            root = Path(record.root)
+            mine = indexed.get(record.name, set())
+            for origin in sorted(mine):
+                if not (root / origin).exists():
+                    gone.setdefault(record.name, []).append(f"{record.name}/{origin}")
+            if not record.last_ingest:
+                continue
+            candidates = ([f.relative_to(root).as_posix() for f in _walk(root, InputBatch())] if record.kind == "dir"
+                          else sorted(mine))
+            for origin in candidates:
+                try:
+                    info = (root / origin).stat()
+                except OSError:
+                    continue
+                if max(info.st_mtime, info.st_ctime) > record.last_ingest:
+                    newer.setdefault(record.name, []).append(f"{record.name}/{origin}")
+        return gone, newer
 
 
 def llm_from_settings(spec: str, settings: Settings | None, *, context_window: int | None = None,

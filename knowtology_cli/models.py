@@ -290,6 +290,8 @@ class CollectionStatus(Record):
     advice: str = ""  # what to run, in words
     #: indexed files no longer on disk (``source/path``): still searchable until ``kt ingest --prune``
     gone: list[str] = Field(default_factory=list)
+    #: document files written, added or moved in since their source's last ingest: ``kt ingest`` reads them
+    newer: list[str] = Field(default_factory=list)
 
 
 class StatusReport(Record):

@@ -210,25 +210,38 @@ def test_a_renamed_file_titled_by_its_name_keeps_its_place(tmp_path: Path) -> No
     assert snippet.startswith("remove-queue") and "delete-queue" not in snippet
 
 
-def test_status_names_files_gone_from_disk_and_edited_chunks(tmp_path: Path) -> None:
-    """A file deleted without --prune stays searchable: status lists it and says how to drop it; an
-    edited chunk (still at its old place until kt build) shows in the table's unmapped column."""
+def test_status_names_files_gone_added_or_edited_on_disk_and_edited_chunks(tmp_path: Path) -> None:
+    """A file deleted without --prune stays searchable, and one edited or added since the last ingest is
+    not searchable yet: status lists both and says what to run; an edited chunk (still at its old place
+    until kt build) shows in the table's unmapped column."""
+    import os
+    import time
+
     store = tmp_path / "store"
     docs = tmp_path / "notes"
     docs.mkdir()
     for n in range(4):
         (docs / f"page{n}.md").write_text(f"# Page {n}\n\nThe shelf number {n} holds item{n} stock.\n")
+    past = time.time() - 60
+    for page in docs.iterdir():
+        os.utime(page, (past, past))
     ok("ingest", docs, "--embedder", "hash", "--store", store)
     ok("build", "--store", store)
-    assert ok("status", "--store", store)["collections"][0]["gone"] == []
+    status = ok("status", "--store", store)["collections"][0]
+    assert (status["gone"], status["newer"], status["advice"]) == ([], [], "")
     (docs / "page2.md").unlink()
     (docs / "page1.md").write_text("# Page 1\n\nThe shelf now holds basalt.\n")
-    ok("ingest", docs / "page1.md", "--store", store)
+    (docs / "page9.md").write_text("# Page 9\n\nA new shelf of zircon.\n")
     status = ok("status", "--store", store)["collections"][0]
-    assert status["gone"] == ["notes/page2.md"] and status["changed"] == 1
+    assert status["gone"] == ["notes/page2.md"] and status["newer"] == ["notes/page1.md", "notes/page9.md"]
     assert "1 indexed file(s) gone from disk (e.g. notes/page2.md): kt ingest --source notes --prune" in status["advice"]
+    assert "2 file(s) added or changed on disk since the last ingest (e.g. notes/page1.md): kt ingest --source notes" \
+        in status["advice"]
+    ok("ingest", "--source", "notes", "--store", store)
+    status = ok("status", "--store", store)["collections"][0]
+    assert status["newer"] == [] and status["changed"] == 1 and status["gone"] == ["notes/page2.md"]
     table = kt("status", "--store", store).stdout
-    assert "0 + 1 changed" in table and "gone from disk" in table
+    assert "1 + 1 changed" in table and "gone from disk" in table  # page9 is new, page1 edited
     ok("ingest", "--source", "notes", "--prune", "--store", store)
     assert ok("status", "--store", store)["collections"][0]["gone"] == []
     assert not ok("grep", "item2", "--store", store)["hits"]
