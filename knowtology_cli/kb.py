@@ -357,6 +357,7 @@ class KnowledgeBase:
             updated = len(todo) - added
             unchanged = len(batch.chunks) - len(todo)
             removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
+            gone = [] if prune else self._gone_in_scope(name, self._pruned(batch, stored, owners), owners)
             todo, moved = self._moved_only(name, todo, stored)
             todo, copied = self._copied(name, todo, stored)
             retitled = self._retitled(name, todo, stored, set(removed) - {source for _, source, _ in copied})
@@ -411,7 +412,15 @@ class KnowledgeBase:
             linked=batch.linked,
             reused=len(copied),
             moved_sources=moved_sources,
+            gone=gone,
         )
+
+    def _gone_in_scope(self, name: str, left: list[str], owners: dict[str, tuple[str, str]]) -> list[str]:
+        """Files (``source/path``) of the folders this run read whose stored chunks it did not read again
+        because the file is gone from disk (without ``--prune`` they stay, and are found)."""
+        roots = {r.name: Path(r.root) for r in self.tree.sources(name) if r.kind in ("dir", "files")}
+        files = {owners[i] for i in left if i in owners and owners[i][0] in roots and owners[i][1]}
+        return sorted(f"{s}/{o}" for s, o in files if roots[s].is_dir() and not (roots[s] / o).exists())
 
     def _moved_only(
         self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]]

@@ -199,6 +199,8 @@ class IngestReport(Record):
     #: sources whose folder is gone from disk while their text came in again under another source
     #: (a folder moved without --source NAME --replace): source -> chunks of its text added
     moved_sources: dict[str, int] = Field(default_factory=dict)
+    #: files of the folders read that are gone from disk, their chunks kept (no --prune): source/path
+    gone: list[str] = Field(default_factory=list)
 
 
 class SourceSummary(Record):

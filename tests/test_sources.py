@@ -234,10 +234,12 @@ def test_status_names_files_gone_added_or_edited_on_disk_and_edited_chunks(tmp_p
     (docs / "page9.md").write_text("# Page 9\n\nA new shelf of zircon.\n")
     status = ok("status", "--store", store)["collections"][0]
     assert status["gone"] == ["notes/page2.md"] and status["newer"] == ["notes/page1.md", "notes/page9.md"]
+    said = kt("ingest", docs, "--store", store).stdout  # without --prune, ingest says what stays
+    assert "note: 1 indexed file(s) gone from disk are still searchable (e.g. notes/page2.md): add --prune" in said
     assert "1 indexed file(s) gone from disk (e.g. notes/page2.md): kt ingest --source notes --prune" in status["advice"]
     assert "2 file(s) added or changed on disk since the last ingest (e.g. notes/page1.md): kt ingest --source notes" \
         in status["advice"]
-    ok("ingest", "--source", "notes", "--store", store)
+    assert ok("ingest", "--source", "notes", "--store", store)["gone"] == ["notes/page2.md"]
     status = ok("status", "--store", store)["collections"][0]
     assert status["newer"] == [] and status["changed"] == 1 and status["gone"] == ["notes/page2.md"]
     table = kt("status", "--store", store).stdout

@@ -121,6 +121,9 @@ def ingest(
         out.print(f"note: source {gone!r} is gone from disk and {count} chunk(s) of its text came in again here; "
                   f"if its folder moved, `kt rm --source {gone}` drops the old copy (next time: "
                   f"`kt ingest NEW/PATH --source {gone} --replace` keeps the ids)", markup=False)
+    if report.gone:
+        out.print(f"note: {len(report.gone)} indexed file(s) gone from disk are still searchable (e.g. "
+                  f"{report.gone[0]}): add --prune to remove them", markup=False)
     if report.junk_merged or report.junk_dropped:
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
