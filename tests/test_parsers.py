@@ -297,6 +297,28 @@ Under the setext title.
 """
 
 
+
+def test_markdown_mkdocs_admonitions_and_tabs_read_as_text() -> None:
+    """MkDocs sites write admonitions (``!!! warning "Title"``), collapsible blocks (``???``) and
+    content tabs (``=== "Python"``) with the body indented: CommonMark alone takes the body for an
+    indented code block and the marker for text. The marker reads as its title and the body as the
+    text and code it is, at the same lines; inside a fence nothing changes."""
+    text = ('# Middleware\n\n!!! warning "Experimental API"\n    The API may change.\n\n    Pin the version.\n\n'
+            '??? info\n    Chunks are compressed as they come.\n\n=== "Do"\n\n    ```python\n    app = App()\n    ```\n\n'
+            'Plain text again.\n\n```text\n!!! note\n    stays as written\n```\n')
+    found = [(b.kind, b.text, b.start) for _, b in blocks(parse(text, name="middleware.md"))]
+    assert found == [
+        ("heading", "# Middleware", 1),
+        ("text", "Experimental API:\nThe API may change.", 3),
+        ("text", "Pin the version.", 6),
+        ("text", "Info:\nChunks are compressed as they come.", 8),
+        ("text", "Do:", 11),
+        ("code", "```python\napp = App()\n```", 13),
+        ("text", "Plain text again.", 17),
+        ("code", "```text\n!!! note\n    stays as written\n```", 19),
+    ]
+
+
 def test_markdown_front_matter_fences_and_tables() -> None:
     doc = parse(MARKDOWN, name="guide.md")
     assert doc.title == "Refund Guide"

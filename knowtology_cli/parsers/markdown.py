@@ -91,16 +91,60 @@ def _meta_data(lines: list[str]) -> tuple[str, int]:
     return (title, count) if title else ("", 0)
 
 
+#: A Python-Markdown block marker as MkDocs sites write them: an admonition (``!!! warning "Title"``),
+#: a collapsible one (``??? info``, ``???+ tip``) or a content tab (``=== "Python"``), its body the
+#: lines indented four spaces below it.
+_BLOCK_MARKER = re.compile(r'(?:(!!!|\?\?\?\+?)[ \t]+([A-Za-z][\w-]*)|(===[!+]?))(?:[ \t]+"([^"]*)")?[ \t]*$')
+_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})")
+
+
+def _unwrap_blocks(lines: list[str]) -> list[str]:
+    """The lines with MkDocs' admonitions, details and content tabs read as text: the marker line
+    becomes its title (``Warning: Title``, the tab's ``Python:``) and the body is dedented, so it is
+    parsed as the paragraphs, lists and code it is (CommonMark would take it for an indented code
+    block). Line numbers do not change; markers inside fenced code are left alone."""
+    out = list(lines)
+    fence = ""
+    for i, line in enumerate(out):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        opened = _FENCE_OPEN.match(stripped)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
+                    and not stripped[len(opened.group(1)):].strip():
+                fence = ""
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        marker = _BLOCK_MARKER.fullmatch(stripped)
+        if marker is None:
+            continue
+        title = marker.group(4)
+        label = title if title is not None else (marker.group(2) or "").replace("-", " ").capitalize()
+        out[i] = " " * indent + (label if not label or label.endswith((":", ".", "!", "?")) else label + ":")
+        end = i + 1
+        while end < len(out) and (not out[end].strip() or len(out[end]) - len(out[end].lstrip()) >= indent + 4):
+            end += 1
+        for j in range(i + 1, end):
+            if out[j].strip():
+                out[j] = out[j][:indent] + out[j][indent + 4:]
+    return out
+
+
 def parse_markdown(text: str, *, name: str = "") -> Document:
     """Sections of a Markdown document.
 
     Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
     chunk of Markdown is still Markdown (fenced code whole, tables as written) and its line range is
-    exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. Front matter,
+    exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. MkDocs'
+    admonitions and content tabs read as their title and text (`_unwrap_blocks`). Front matter,
     thematic breaks, link reference definitions and HTML comments carry no prose and are left out;
     so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`).
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if "!!!" in text or "???" in text or "===" in text:
+        lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
     env: dict[str, Any] = {}  # the block parse collects link reference definitions here
     tokens = _markdown().parse("\n".join([""] * meta_lines + lines[meta_lines:]), env)
