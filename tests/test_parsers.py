@@ -305,7 +305,7 @@ def test_markdown_mkdocs_admonitions_and_tabs_read_as_text() -> None:
     text and code it is, at the same lines; inside a fence nothing changes."""
     text = ('# Middleware\n\n!!! warning "Experimental API"\n    The API may change.\n\n    Pin the version.\n\n'
             '??? info\n    Chunks are compressed as they come.\n\n=== "Do"\n\n    ```python\n    app = App()\n    ```\n\n'
-            'Plain text again.\n\n```text\n!!! note\n    stays as written\n```\n')
+            'Plain text again.\n\n```text\n!!! note\n    stays as written\n```\n\n> [!WARNING]\n> Back up first.\n')
     found = [(b.kind, b.text, b.start) for _, b in blocks(parse(text, name="middleware.md"))]
     assert found == [
         ("heading", "# Middleware", 1),
@@ -316,6 +316,7 @@ def test_markdown_mkdocs_admonitions_and_tabs_read_as_text() -> None:
         ("code", "```python\napp = App()\n```", 13),
         ("text", "Plain text again.", 17),
         ("code", "```text\n!!! note\n    stays as written\n```", 19),
+        ("quote", "> Warning:\n> Back up first.", 24),
     ]
 
 

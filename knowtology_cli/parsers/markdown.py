@@ -96,10 +96,13 @@ def _meta_data(lines: list[str]) -> tuple[str, int]:
 #: lines indented four spaces below it.
 _BLOCK_MARKER = re.compile(r'(?:(!!!|\?\?\?\+?)[ \t]+([A-Za-z][\w-]*)|(===[!+]?))(?:[ \t]+"([^"]*)")?[ \t]*$')
 _FENCE_OPEN = re.compile(r"(`{3,}|~{3,})")
+#: GitHub's alert marker opening a block quote (its five kinds).
+_ALERT = re.compile(r"([ \t]*>[ \t]*)\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*", re.I)
 
 
 def _unwrap_blocks(lines: list[str]) -> list[str]:
-    """The lines with MkDocs' admonitions, details and content tabs read as text: the marker line
+    """The lines with MkDocs' admonitions, details and content tabs (and GitHub's ``> [!NOTE]``
+    alerts) read as text: the marker line
     becomes its title (``Warning: Title``, the tab's ``Python:``) and the body is dedented, so it is
     parsed as the paragraphs, lists and code it is (CommonMark would take it for an indented code
     block). Line numbers do not change; markers inside fenced code are left alone."""
@@ -116,6 +119,10 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
             continue
         if opened:
             fence = opened.group(1)
+            continue
+        alert = _ALERT.fullmatch(line)
+        if alert:  # GitHub's alerts: "> [!WARNING]" reads "> Warning:"
+            out[i] = f"{alert.group(1)}{alert.group(2).capitalize()}:"
             continue
         marker = _BLOCK_MARKER.fullmatch(stripped)
         if marker is None:
@@ -143,7 +150,7 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
     so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`).
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if "!!!" in text or "???" in text or "===" in text:
+    if "!!!" in text or "???" in text or "===" in text or "[!" in text:
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
     env: dict[str, Any] = {}  # the block parse collects link reference definitions here
