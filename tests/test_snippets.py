@@ -153,3 +153,15 @@ def test_dunder_names_and_snake_case_keep_their_underscores() -> None:
         "Pizzas: Pizza.__str__() returns the name; define __init__ and use snake_case_name.")
     assert make_snippet("This is __very important__ and **bold** and _light_.", "") == (
         "This is very important and bold and light.")
+
+
+def test_a_generators_controls_and_version_marks_are_no_snippet() -> None:
+    """rustdoc opens every item with "1.0.0 · Source" and "Expand description"; doc sites add "Copy",
+    "Edit this page", "Show more". The snippet starts at what the item is; prose using the words stays."""
+    text = ("# Struct Vec\n\n1.0.0 · Source\n\n```\npub struct Vec<T>\n```\n\nExpand description\n\n"
+            "A contiguous growable array type.")
+    assert make_snippet(text, "Vec") == "Struct Vec: A contiguous growable array type."
+    assert make_snippet("Edit this page\n\nCopy\n\nShow more\n\nJobs run in the order they came.", "Queue") == (
+        "Queue: Jobs run in the order they came.")
+    assert make_snippet("Show the source of the file and edit it.", "Files") == (
+        "Files: Show the source of the file and edit it.")

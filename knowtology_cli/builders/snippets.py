@@ -76,7 +76,10 @@ _BOILERPLATE = re.compile(
     r"last (updated|reviewed|modified)\b.*|updated\b.*|copyright\b.*|©.*|all rights reserved.*|"
     r"page \d+( of \d+)?|draft|confidential|internal use only|todo|tbd|n/?a|"
     r"(policy |document )?owner:.*|version:?\s*[\d.]+.*|"
-    r"(new in|changed in|deprecated since|removed in) version\s+[\w.-]+)\W*$",
+    r"(new in|changed in|deprecated since|removed in) version\s+[\w.-]+|"
+    # a documentation generator's controls and bare version marks ("1.0.0 · Source", "Expand description")
+    r"(expand|collapse|show|hide)( all| more| less| description| details| code)?|(view |edit )?source|"
+    r"edit (this|on) \w+( page)?|copy( code| to clipboard)?|v?\d+(\.\d+)+( · (view )?source)?)\W*$",
     re.I,
 )
 GENERIC_TITLES = frozenset(
