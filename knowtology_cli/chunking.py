@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from knowtology_cli.errors import ConfigError
 from knowtology_cli.parsers import TITLE_SEPARATOR, Block, Document, display_name, parse
+from knowtology_cli.parsers.inline import FENCE_LINE, closes_fence
 from knowtology_cli.tokens import DEFAULT_ENCODING, count_tokens, prefix_within
 
 DEFAULT_TARGET_TOKENS = 300
@@ -25,7 +26,6 @@ _SPACE = re.compile(r"\s+")
 _TABLE_HEAD = re.compile(r"[ \t]*\|[^\n]*\n[ \t]*\|?[ \t]*:?-{2,}[^\n]*\n")
 #: The opening line of a fenced code block (its fence, ``group(1)``, closes it).
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*\n")
-_FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _WORD = re.compile(r"[^\W_]")
 #: vim / vi / ex modelines and Emacs file-variable lines, wherever a format leaves them as text.
 _MODELINE = re.compile(
@@ -251,17 +251,15 @@ def _refenced(pieces: list[_Piece], encoding: str) -> list[_Piece]:
         text = f"{carried}\n{piece.text}" if carried else piece.text
         opener, fence = "", ""  # the open fence's line and its marks
         for line in text.split("\n"):
-            mark = _FENCE_LINE.match(line)
-            if not mark:
-                continue
-            if not opener:
+            if fence:
+                opener, fence = ("", "") if closes_fence(fence, line) else (opener, fence)
+            elif mark := FENCE_LINE.match(line):
                 opener, fence = line.strip(), mark.group(1)
-            elif mark.group(1)[0] == fence[0] and len(mark.group(1)) >= len(fence) and not mark.group(2).strip():
-                opener, fence = "", ""
         if opener:
             text += "\n" + fence
         carried = opener
-        out.append(_Piece(text, piece.start, piece.end, piece.heading, count_tokens(text, encoding), piece.leads))
+        tokens = piece.tokens if text == piece.text else count_tokens(text, encoding)
+        out.append(_Piece(text, piece.start, piece.end, piece.heading, tokens, piece.leads))
     return out
 
 

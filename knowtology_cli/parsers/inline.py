@@ -10,6 +10,18 @@ _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
+#: A fenced code block's fence line: its marks (``group(1)``) and its info string (``group(2)``).
+FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
+
+
+def closes_fence(fence: str, line: str) -> bool:
+    """Whether ``line`` closes the code block ``fence`` (its marks) opened: CommonMark's rule, the
+    same mark at least as long, and no info string."""
+    mark = FENCE_LINE.match(line)
+    return (mark is not None and mark.group(1)[0] == fence[0] and len(mark.group(1)) >= len(fence)
+            and not mark.group(2).strip())
+
+
 def strip_tags(fragment: str) -> str:
     """Text of an HTML fragment embedded in another format (entities decoded, tags and comments gone)."""
     return html.unescape(_TAG.sub(" ", fragment))

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from .base import Block, Document, Section, parser_version
-from .inline import strip_tags
+from .inline import FENCE_LINE, closes_fence, strip_tags
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
@@ -95,7 +95,6 @@ def _meta_data(lines: list[str]) -> tuple[str, int]:
 #: a collapsible one (``??? info``, ``???+ tip``) or a content tab (``=== "Python"``), its body the
 #: lines indented four spaces below it.
 _BLOCK_MARKER = re.compile(r'(?:(!!!|\?\?\?\+?)[ \t]+([A-Za-z][\w-]*)|(===[!+]?))(?:[ \t]+"([^"]*)")?[ \t]*$')
-_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})")
 #: GitHub's alert marker opening a block quote (its five kinds).
 _ALERT = re.compile(r"([ \t]*>[ \t]*)\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*", re.I)
 
@@ -109,17 +108,15 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
     out = list(lines)
     fence = ""
     for i, line in enumerate(out):
-        stripped = line.lstrip()
-        indent = len(line) - len(stripped)
-        opened = _FENCE_OPEN.match(stripped)
         if fence:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
-                    and not stripped[len(opened.group(1)):].strip():
-                fence = ""
+            fence = "" if closes_fence(fence, line) else fence
             continue
+        opened = FENCE_LINE.match(line)
         if opened:
             fence = opened.group(1)
             continue
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
         alert = _ALERT.fullmatch(line)
         if alert:  # GitHub's alerts: "> [!WARNING]" reads "> Warning:"
             out[i] = f"{alert.group(1)}{alert.group(2).capitalize()}:"
