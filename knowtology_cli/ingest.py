@@ -403,6 +403,11 @@ def _one_name_per_file(files: list[Path], batch: InputBatch, label: Any) -> list
     return [file for file in files if file in kept]
 
 
+def document_files(root: Path) -> Iterator[Path]:
+    """The files under ``root`` that `kt ingest ROOT` reads, as it walks them (problems not reported)."""
+    return _walk(root, InputBatch())
+
+
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
     seen: set[tuple[int, int]] = set()
     for directory, dirnames, filenames in os.walk(root, followlinks=True, onerror=lambda e: batch.problems.append(

@@ -360,7 +360,7 @@ class KnowledgeBase:
             gone = [] if prune else self._gone_in_scope(name, self._pruned(batch, stored, owners), owners)
             todo, moved = self._moved_only(name, todo, stored)
             todo, copied = self._copied(name, todo, stored)
-            retitled = self._retitled(name, todo, stored, set(removed) - {source for _, source, _ in copied})
+            retitled, old_titles = self._retitled(name, todo, stored, set(removed) - {source for _, source, _ in copied})
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -379,7 +379,7 @@ class KnowledgeBase:
             if copied:  # a renamed or moved file: new ids, stored text, stored vectors
                 self._write_copies(name, copied, set(removed))
             if retitled:  # a renamed file whose name was its title: new vectors, the same place
-                self._hand_over(name, retitled)
+                self._hand_over(name, retitled, old_titles)
             moved_sources = self._moved_sources(name, batch, copied, owners, set(removed))
             self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
                                      batch.owners)
@@ -484,36 +484,39 @@ class KnowledgeBase:
         self._hand_over(name, {source: chunk for chunk, source, _ in copied if source in removed})
 
     def _retitled(self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]],
-                  leaving: set[str]) -> dict[str, Chunk]:
+                  leaving: set[str]) -> tuple[dict[str, Chunk], dict[str, str]]:
         """New rows whose text a row leaving in this run had under another title: a file without a
         heading is titled by its name, so renaming it changes every chunk's title and nothing else.
-        They are embedded anew (the title is embedded) and take the old rows' places: old id -> row."""
+        They are embedded anew (the title is embedded) and take the old rows' places: old id -> row,
+        with each old row's title (old id -> title)."""
         fresh = [c for c in todo if c.chunk_id not in stored]
         if not fresh or not leaving:
-            return {}
+            return {}, {}
         by_text: dict[str, str] = {}
+        titles: dict[str, str] = {}
         for old in self.vectors.get(name, sorted(leaving)):
             by_text.setdefault(old.text, old.chunk_id)
+            titles[old.chunk_id] = old.title
         heirs: dict[str, Chunk] = {}
         for chunk in fresh:
             source = by_text.get(chunk.text)
             if source is not None and source not in heirs:
                 heirs[source] = chunk
-        return heirs
+        return heirs, {i: titles[i] for i in heirs}
 
-    def _hand_over(self, name: str, heirs: dict[str, Chunk]) -> None:
+    def _hand_over(self, name: str, heirs: dict[str, Chunk], old_titles: Mapping[str, str] | None = None) -> None:
         """Give each leaving row's place in the tree (old id -> new row) to its heir: same text, same
-        place; a snippet led by the old title is led by the new one. No change to the map is recorded."""
+        place; with ``old_titles`` (the heirs' titles differ), a snippet led by the old title is led
+        by the new one. No change to the map is recorded."""
         mapped = self.tree.mappings(name, chunk_ids=list(heirs)) if heirs else []
         if not mapped:
             return
-        olds = {c.chunk_id: c for c in self.vectors.get(name, [m.chunk_id for m in mapped])}
         updates = []
         for m in mapped:
-            heir, old = heirs[m.chunk_id], olds.get(m.chunk_id)
+            heir, title = heirs[m.chunk_id], (old_titles or {}).get(m.chunk_id, "")
             snippet = m.snippet
-            if old is not None and old.title and old.title != heir.title and snippet.startswith(old.title):
-                snippet = heir.title + snippet[len(old.title):]
+            if title and title != heir.title and snippet.startswith(title):
+                snippet = heir.title + snippet[len(title):]
             updates.append((m.model_copy(update={"chunk_id": heir.chunk_id, "doc_id": heir.doc_id, "snippet": snippet,
                                                  "file_name": heir.file_name, "chunk_index": heir.chunk_index,
                                                  **provenance(heir.metadata)}), heir.content_hash))
@@ -1360,7 +1363,7 @@ class KnowledgeBase:
         and document files written, added or moved in after it (modified or status-changed later; a
         folder ingested whole is listed for new files). A source whose folder is gone is left out (a
         moved folder: ingest reports it)."""
-        from .ingest import InputBatch, _walk  # deferred: keeps kt browse fast
+        from .ingest import document_files  # deferred: keeps kt browse fast
 
         sources = [r for r in self.tree.sources(collection) if r.kind in ("dir", "files") and Path(r.root).is_dir()]
         indexed: dict[str, set[str]] = {}
@@ -1377,7 +1380,7 @@ class KnowledgeBase:
                     gone.setdefault(record.name, []).append(f"{record.name}/{origin}")
             if not record.last_ingest:
                 continue
-            candidates = ([f.relative_to(root).as_posix() for f in _walk(root, InputBatch())] if record.kind == "dir"
+            candidates = ([f.relative_to(root).as_posix() for f in document_files(root)] if record.kind == "dir"
                           else sorted(mine))
             for origin in candidates:
                 try:

@@ -47,6 +47,11 @@ def copy_key(text: str) -> str:
     return " ".join(text.split())
 
 
+def first_few(items: list[str], shown: int) -> str:
+    """The first ``shown`` items joined by commas, then `` (+N more)`` for the rest."""
+    return ", ".join(items[:shown]) + more_suffix(len(items), shown)
+
+
 def more_suffix(total: int, shown: int) -> str:
     """`` (+N more)`` when only ``shown`` of ``total`` items are named, else ``""``."""
     return f" (+{total - shown} more)" if total > shown else ""

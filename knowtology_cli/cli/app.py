@@ -11,7 +11,7 @@ import typer
 
 from .. import __version__
 from ..stores import heavy_imports
-from ..textutil import more_suffix
+from ..textutil import first_few
 from . import agents, bench, export, scale, sources
 from .common import (
     CollectionOpt,
@@ -128,18 +128,16 @@ def ingest(
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
     if report.no_text:
-        shown = ", ".join(report.no_text[:5]) + more_suffix(len(report.no_text), 5)
-        out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: {shown}",
+        out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: "
+                  f"{first_few(report.no_text, 5)}",
                   markup=False)
     if report.included:
         parts = [f"{fragment} (in {page})" for fragment, page in report.included.items()]
-        shown = ", ".join(parts[:3]) + more_suffix(len(parts), 3)
         out.print(f"{len(parts)} included file(s) read as part of the pages that include them, not indexed alone: "
-                  f"{shown}", markup=False)
+                  f"{first_few(parts, 3)}", markup=False)
     if report.linked:
         parts = [f"{link} → {target}" for link, target in report.linked.items()]
-        shown = ", ".join(parts[:3]) + more_suffix(len(parts), 3)
-        out.print(f"{len(parts)} link(s) to a file already read, not read twice: {shown}", markup=False)
+        out.print(f"{len(parts)} link(s) to a file already read, not read twice: {first_few(parts, 3)}", markup=False)
     for page, notes in list(report.unread_includes.items())[:5]:
         out.print(f"note: {page}: include not read, its text is not indexed: {'; '.join(notes)}", markup=False)
     if len(report.unread_includes) > 5:
@@ -147,8 +145,7 @@ def ingest(
                   "(--json lists them)", markup=False)
     if report.redirects:
         pages = [f"{page} → {target}" for page, target in report.redirects.items()]
-        shown = ", ".join(pages[:3]) + more_suffix(len(pages), 3)
-        out.print(f"{len(pages)} redirect page(s), nothing to index (they only send the reader on): {shown}",
+        out.print(f"{len(pages)} redirect page(s), nothing to index (they only send the reader on): {first_few(pages, 3)}",
                   markup=False)
     if report.skipped:
         out.print(f"skipped {report.skipped} invalid input(s):")
