@@ -964,7 +964,7 @@ class KnowledgeBase:
         top, copies = self._fold_copies(name, ranking, k, texts)
         hits = self._hits(name, top, min_score, copies)
         if mode == "keyword":
-            hits = self._keyword_windows(name, hits, query)
+            hits = self._keyword_windows(name, hits, query, read=texts)
         if explain:
             stages = found.stages
             for rank, s in enumerate(top, start=1):
@@ -1007,6 +1007,7 @@ class KnowledgeBase:
         if k < 1:
             raise ConfigError(f"-k must be at least 1, got {k}")
         within = self._resolve_under(name, under)
+        read: dict[str, Any] = {}  # chunks read once, shared by the exact-first order, copies and windows
         if regex:
             pattern = terms if isinstance(terms, str) else " ".join(terms)
             try:
@@ -1022,23 +1023,33 @@ class KnowledgeBase:
             scored = self.vectors.keyword_search(name, query, max(2 * k, EXACT_POOL) if exact else 2 * k,
                                                  within=within)
             if exact:
-                scored = self._exact_first(name, scored, exact)
-        scored, copies = self._fold_copies(name, scored, k)
-        hits = self._keyword_windows(name, self._hits(name, scored, min_score, copies), query, regex=regex)
+                scored = self._exact_first(name, scored, exact, read)
+        scored, copies = self._fold_copies(name, scored, k, read)
+        hits = self._keyword_windows(name, self._hits(name, scored, min_score, copies), query, regex=regex, read=read)
         return SearchResult(collection=name, query=query, mode="regex" if regex else "keyword", under=under,
                             hits=hits)
 
-    def _exact_first(self, collection: str, scored: list[ScoredId], exact: list[str]) -> list[ScoredId]:
+    def _exact_first(self, collection: str, scored: list[ScoredId], exact: list[str],
+                     read: dict[str, Any]) -> list[ScoredId]:
         """Keyword candidates holding every identifier of the query as written (``MAX_RETRY_COUNT``, not
-        just "max", "retry" and "count"), then the rest; BM25 order within each."""
-        texts = {c.chunk_id: f"{c.title}\n{c.text}".lower() for c in self.vectors.get(collection, [s.chunk_id for s in scored])}
+        just "max", "retry" and "count"), then the rest; BM25 order within each. ``read`` caches the
+        chunks read (see `_fold_copies`)."""
+        self._read_into(collection, read, [s.chunk_id for s in scored])
+        texts = {i: f"{c.title}\n{c.text}".lower() for i, c in read.items()}
         whole = [s for s in scored if all(term in texts.get(s.chunk_id, "") for term in exact)]
         kept = {s.chunk_id for s in whole}
         return whole + [s for s in scored if s.chunk_id not in kept]
 
-    def _keyword_windows(self, collection: str, hits: list[Hit], query: str, *, regex: bool = False) -> list[Hit]:
+    def _read_into(self, collection: str, read: dict[str, Any], chunk_ids: Sequence[str]) -> None:
+        """Read the chunks of ``chunk_ids`` not yet in ``read`` into it (one store read)."""
+        unread = [i for i in chunk_ids if i not in read]
+        read.update({c.chunk_id: c for c in self.vectors.get(collection, unread)} if unread else {})
+
+    def _keyword_windows(self, collection: str, hits: list[Hit], query: str, *, regex: bool = False,
+                         read: dict[str, Any] | None = None) -> list[Hit]:
         """Keyword hits whose snippet is the chunk's best-matching line (or window), matches marked;
-        a hit whose text has no match (e.g. only its title matched) keeps its snippet."""
+        a hit whose text has no match (e.g. only its title matched) keeps its snippet. ``read``
+        caches the chunks read."""
         if not hits:
             return hits
         from .retrieval.highlight import (  # deferred: keeps kt browse fast
@@ -1048,7 +1059,9 @@ class KnowledgeBase:
         )
 
         find = regex_matcher(query) if regex else keyword_matcher(query)
-        texts = {c.chunk_id: c.text for c in self.vectors.get(collection, [h.chunk_id for h in hits])}
+        read = {} if read is None else read
+        self._read_into(collection, read, [h.chunk_id for h in hits])
+        texts = {h.chunk_id: read[h.chunk_id].text for h in hits if h.chunk_id in read}
         out = []
         for h in hits:
             window = best_window(texts.get(h.chunk_id, ""), find)
@@ -1074,8 +1087,7 @@ class KnowledgeBase:
             tied = [s.chunk_id for s in window if by_score[round(s.score, 6)] > 1]
             if not tied:
                 return window[:k], {}
-            unread = [i for i in tied if i not in read]
-            read.update({c.chunk_id: c for c in self.vectors.get(collection, unread)} if unread else {})
+            self._read_into(collection, read, tied)
             groups: dict[tuple[float, str, str], list[ScoredId]] = {}
             for s in window:
                 c = read.get(s.chunk_id)
