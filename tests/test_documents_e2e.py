@@ -295,7 +295,7 @@ def test_restructuredtext_saved_as_txt_is_read_as_restructuredtext(tmp_path: Pat
     chunks = {c["chunk_id"]: c for c in json.loads(read.stdout)["chunks"]}
     rst = chunks["docs/topics/queries.txt#0"]
     assert rst["section"] == "Making queries" and "Saving changes" in rst["text"]
-    assert "Order.refund" in rst["text"] and "order.save()" in rst["text"]
+    assert "Order.refund" in rst["text"] and "```python\norder.save()\n```" in rst["text"]
     assert not any(m in rst["text"] for m in (":meth:", ":doc:", "currentmodule", "code-block", "===="))
     assert chunks["docs/notes.txt#0"]["text"] == "Meeting notes\n\nWe spoke about refunds .. and agreed on 7 days."
 

@@ -102,7 +102,7 @@ def test_rst_overline_titles_roles_and_directives() -> None:
     assert (partial.start, partial.end) == (30, 31)
     assert "Note: Refunds to a card take up to 5 days." in texts
     assert "New in version 2.1: Refunds in store credit." in texts
-    assert '```\nrequest = RefundRequest(order_id="A-1")\n```' in texts
+    assert '```python\nrequest = RefundRequest(order_id="A-1")\n```' in texts  # the fence names the language
     joined = "\n".join(texts)
     for gone in ("toctree", "maxdepth", "disputes\n", "single:", "editors only", "vim", "replace::", "_top"):
         assert gone not in joined
@@ -721,7 +721,7 @@ def test_html_api_reference_lists_marks_and_example_variants() -> None:
         "## Class: Hash",
         "Examples of readable streams include:",
         "- HTTP responses\n- fs read streams\n- zlib streams",
-        "```\nconst a = require('a');\n\nimport a from 'a';\n```",
+        "```js\nconst a = require('a');\n\nimport a from 'a';\n```",
     ]
     assert page.sections[-1].titles == ("Class: Hash",)
 
@@ -779,3 +779,24 @@ def test_html_a_sections_header_is_content_and_a_layout_table_is_walked() -> Non
         (("npm-diff", "1. Background"), "```\na\nb\n```"),
         (("npm-diff", "2. Building"), "### 2. Building"), (("npm-diff", "2. Building"), "It builds."),
     ]
+
+
+def test_code_blocks_keep_the_language_their_markup_names() -> None:
+    """A fence says what its code is when the source does: reST's ``code-block``/``prompt`` argument,
+    Sphinx's ``highlight-python`` wrapper, highlight.js/Prism ``language-`` classes, ``data-lang``;
+    a highlighter's "default" or "text" and a bare ``<pre>`` name none."""
+    from knowtology_cli.parsers.html import parse_html
+    from knowtology_cli.parsers.rst import parse_rst
+
+    rst = parse_rst("Run\n===\n\n.. code-block:: Shell-Session\n\n   $ kt ingest docs\n\n"
+                    ".. prompt:: bash $\n\n   make test\n\n.. code-block::\n\n   plain\n\nOr::\n\n   literal\n")
+    fences = [b.text.split("\n", 1)[0] for s in rst.sections for b in s.blocks if b.kind == "code"]
+    assert fences == ["```shell-session", "```bash", "```", "```"]
+    page = parse_html(
+        "<main><h1>Use</h1><div class='highlight-python notranslate'><div class='highlight'><pre>x = 1</pre></div></div>"
+        "<pre><code class='hljs language-TypeScript'>let y = 2;</code></pre>"
+        "<pre data-lang='sql'>SELECT 1;</pre>"
+        "<div class='highlight-default'><div class='highlight'><pre>z = 3</pre></div></div>"
+        "<pre class='language-text'>out</pre><pre>bare</pre></main>")
+    fences = [b.text.split("\n", 1)[0] for s in page.sections for b in s.blocks if b.kind == "code"]
+    assert fences == ["```python", "```typescript", "```sql", "```", "```", "```"]

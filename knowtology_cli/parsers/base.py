@@ -7,7 +7,7 @@ from dataclasses import dataclass
 TITLE_SEPARATOR = " › "
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 6, "rst": 9, "html": 11, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 6, "rst": 10, "html": 12, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)

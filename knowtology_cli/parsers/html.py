@@ -37,6 +37,11 @@ _REMOVED = "kt-removed"
 _BLOCK_TAGS = frozenset({_REMOVED, "p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
+#: A class naming a code block's language, as highlighters write it (highlight.js/Prism ``language-``,
+#: ``lang-``, Sphinx/Pygments ``highlight-``, GitHub ``highlight-source-``).
+_LANGUAGE_CLASS = re.compile(r"(?:language|lang|highlight(?:-source)?)-([A-Za-z][\w+#.-]*)")
+#: Highlighter classes that name no language.
+_NO_LANGUAGE = frozenset({"default", "none", "text", "plain", "plaintext", "nohighlight", "txt"})
 _TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
 _SECTIONING = frozenset({"article", "aside", "main", "nav", "section"})
 #: Inside a list item, definition or cell these start a line of their own (the rest flows inline).
@@ -219,7 +224,21 @@ def _fenced(pre: Any) -> list[str]:
     else:
         code = pre.text_content()
     code = code.replace("\r\n", "\n").replace("\r", "\n").strip("\n")  # DocBook writes &#13; line ends
-    return ["```", *code.split("\n"), "```"] if code.strip() else []
+    return ["```" + _language(pre, codes), *code.split("\n"), "```"] if code.strip() else []
+
+
+def _language(pre: Any, codes: list[Any]) -> str:
+    """The language a code block's markup names (``<code class="language-js">``, Sphinx's
+    ``<div class="highlight-python">``, ``data-lang``), or "" when it names none."""
+    parent = pre.getparent()
+    for el in (*codes, pre, parent, parent.getparent() if parent is not None else None):
+        if el is None:
+            continue
+        named = [el.get("data-lang", "")] + [m.group(1) for m in map(_LANGUAGE_CLASS.fullmatch, el.get("class", "").split()) if m]
+        for language in named:
+            if language and language.lower() not in _NO_LANGUAGE:
+                return language.lower()
+    return ""
 
 
 def _list(el: Any, depth: int = 0) -> list[tuple[str, int]]:

@@ -31,6 +31,8 @@ _EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
 CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "highlight-block", "console", "prompt",
                              "doctest", "testcode", "testoutput", "ipython", "jupyter-execute",
                              "code-cell"})
+#: A code directive's argument that names the code's language (``python``, ``c++``, ``shell-session``).
+_LANGUAGE = re.compile(r"[A-Za-z][\w+#.-]*")
 #: A ``class`` argument that is a description's signature, not a style class name.
 _SIGNATURE = re.compile(r"[(.A-Z]")
 #: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
@@ -125,6 +127,9 @@ def _directive_class(name: str) -> Any:
             lead = f"{label} {argument}".strip() if label else argument
             if code:
                 block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
+                language = argument.split(None, 1)[0] if argument else ""
+                if _LANGUAGE.fullmatch(language):  # ``.. code-block:: python``: the fence says so
+                    block["language"] = language.lower()
                 _place(self, block)
                 return [block]
             if lead:
@@ -306,7 +311,7 @@ def render(node: Any) -> str:
     if isinstance(node, nodes.paragraph) or kind in ("rubric", "caption", "attribution", "term", "line"):
         return node.astext().strip()
     if kind in ("literal_block", "doctest_block", "math_block"):
-        return "```\n" + node.astext().rstrip("\n") + "\n```"
+        return "```" + node.get("language", "") + "\n" + node.astext().rstrip("\n") + "\n```"
     if kind == "bullet_list":
         return "\n".join(_indent(_children(item), "- ") for item in node.children)
     if kind == "enumerated_list":
