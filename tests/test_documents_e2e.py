@@ -206,6 +206,39 @@ def test_included_fragments_are_read_in_their_pages_and_not_alone(tmp_path: Path
     assert len(json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]) == 2
 
 
+def test_mkdocs_snippets_are_read_in_their_pages_and_not_alone(tmp_path: Path) -> None:
+    """MkDocs' ``--8<-- "file.md"`` (pymdownx.snippets) reads the file into the page, resolved as
+    MkDocs does from the project folder above ``docs/``, a named section or line range only when the
+    path asks for one; the fragment is no document of its own, an edit to it updates the page, and a
+    snippet outside the ingested folder is not read and is named."""
+    store = tmp_path / "store"
+    root = tmp_path / "site" / "docs"
+    (root / "includes").mkdir(parents=True)
+    (tmp_path / "site" / "SECRET.md").write_text("PRIVATE PAYROLL FIGURES\n")
+    (root / "includes" / "shelves.md").write_text(
+        "Every zircon shelf is counted weekly.\n\n--8<-- [start:fees]\nA recount costs a basalt fee.\n"
+        "--8<-- [end:fees]\n\n*[SKU]: Stock keeping unit\n")
+    (root / "counting.md").write_text(
+        '# Counting\n\nHow stock is counted.\n\n--8<-- "docs/includes/shelves.md"\n\n'
+        '## Fees\n\n!!! note\n    --8<-- "includes/shelves.md:fees"\n\n--8<-- "SECRET.md"\n')
+    done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["included"] == {"docs/includes/shelves.md": "docs/counting.md"}
+    assert report["unread_includes"] == {"docs/counting.md": ["SECRET.md (outside the ingested folder)"]}
+    text = json.loads(kt("read", "docs/counting.md#0", "--json", store=store).stdout)["chunks"][0]["text"]
+    assert "Every zircon shelf is counted weekly." in text and "Note:\nA recount costs a basalt fee." in text
+    assert "8<" not in text and "*[SKU]" not in text and "PAYROLL" not in text
+    hits = json.loads(kt("grep", "zircon", "--json", store=store).stdout)["hits"]
+    assert [h["chunk_id"].split("#")[0] for h in hits] == ["docs/counting.md"]
+
+    (root / "includes" / "shelves.md").write_text("Every garnet shelf is counted weekly.\n")
+    again = json.loads(kt("ingest", str(root), "--json", store=store).stdout)
+    assert again["updated"] == 1 and again["added"] == 0
+    assert not json.loads(kt("grep", "zircon", "--json", store=store).stdout)["hits"]
+    assert json.loads(kt("grep", "garnet", "--json", store=store).stdout)["hits"]
+
+
 def test_a_link_to_a_file_of_the_folder_is_read_once(tmp_path: Path) -> None:
     """Doc sets link ``index.html`` to their first page: the page is read once, under its own name, and
     the report says so; a link to a file outside the folder is a document of the folder."""

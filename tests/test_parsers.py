@@ -800,3 +800,24 @@ def test_code_blocks_keep_the_language_their_markup_names() -> None:
         "<pre class='language-text'>out</pre><pre>bare</pre></main>")
     fences = [b.text.split("\n", 1)[0] for s in page.sections for b in s.blocks if b.kind == "code"]
     assert fences == ["```python", "```typescript", "```sql", "```", "```", "```"]
+
+
+def test_mkdocs_snippet_forms_ranges_escapes_and_loops(tmp_path: Path) -> None:
+    """pymdownx.snippets' forms: a block of paths between bare ``--8<--`` lines, 1-based line ranges,
+    an escaped ``;--8<--`` shown as written, a file including itself read once, a missing file named;
+    included blocks cite the including line, lines after them keep their own numbers."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+
+    (tmp_path / "steps.md").write_text("one\n\ntwo\n\nthree\n")
+    (tmp_path / "loop.md").write_text('Looping text.\n\n--8<-- "loop.md"\n')
+    page = tmp_path / "page.md"
+    page.write_text('# Page\n\n--8<--\nsteps.md:3:6\nloop.md\n;skipped.md\nmissing.md\n--8<--\n\n'
+                    ';--8<-- "steps.md"\n\nLast line.\n')
+    doc = parse_markdown(page.read_text(), name="page.md", path=page)
+    found = [(b.text, b.start, b.end) for s in doc.sections for b in s.blocks]
+    assert found == [("# Page", 1, 1), ("two", 4, 4), ("three", 4, 4), ("Looping text.", 5, 5),
+                     ('--8<-- "steps.md"', 10, 10), ("Last line.", 12, 12)]
+    assert [Path(f).name for f in doc.includes] == ["steps.md", "loop.md"]
+    assert doc.unread == ("loop.md (circular inclusion)", "missing.md (not found)")
+    # without a path (bytes from a stream) nothing is read and the notation stays
+    assert "steps.md" in parse_markdown(page.read_text()).sections[0].blocks[1].text

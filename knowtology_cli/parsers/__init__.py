@@ -238,6 +238,6 @@ def parse(
     if fmt == "html" and isinstance(data, bytes):
         return parser(data, name=label)
     text = decode_text(data, label) if isinstance(data, bytes) else data.removeprefix("\ufeff")
-    if fmt == "rst":
-        return parse_rst(text, name=label, path=path, root=root)
+    if fmt in ("rst", "markdown"):
+        return parser(text, name=label, path=path, root=root)
     return parser(text, name=label)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TITLE_SEPARATOR = " › "
+#: The largest file an include (reST ``include``, MkDocs ``--8<--``) reads, in bytes: a fragment of a
+#: page, not a data dump.
+MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 6, "rst": 10, "html": 12, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 7, "rst": 10, "html": 12, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ class Document:
         redirect: where the page sends its reader at once (an HTML ``<meta http-equiv="refresh">``
             with no delay); such a page is a pointer with nothing of its own to index, and its
             ``sections`` are empty.
-        includes: files whose text this document took in (reST ``include``), as resolved paths.
+        includes: files whose text this document took in (reST ``include``, MkDocs ``--8<--``), as
+            resolved paths.
         unread: includes that were not read, each ``argument (why)``.
     """
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from .base import Block, Document, Section, parser_version
+from .base import MAX_INCLUDE_BYTES, Block, Document, Section, parser_version
 from .inline import FENCE_LINE, closes_fence, strip_tags
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
 _FRONT_DESCRIPTION = re.compile(r"^description\s*:\s*(.+?)\s*$", re.M | re.I)
+#: A paragraph of abbreviation definitions (Python-Markdown's ``abbr``: ``*[HTML]: Hyper Text Markup
+#: Language``), which a site appends to every page for tooltips: no prose of the page.
+_ABBREVIATIONS = re.compile(r"\A(?:[ \t]*\*\[[^\]\n]+\]:[^\n]*(?:\n|\Z))+\Z")
 #: A paragraph that is one bold phrase on one line (``**Example 2: Create a table**``): a label.
 _LABEL = re.compile(r"\A[ \t]*(\*\*|__)(?=\S)[^\n]*?\S\1[ \t]*:?[ \t]*\Z")
 _KINDS = {
@@ -136,7 +140,115 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
     return out
 
 
-def parse_markdown(text: str, *, name: str = "") -> Document:
+#: An include of pymdownx.snippets (MkDocs): ``--8<-- "file.md"`` on a line of its own, or a bare
+#: ``--8<--`` line opening and closing a block of paths, one per line; a leading ``;`` escapes either.
+_SNIPPET = re.compile(r"""([ \t]*)(;*)(?:-+8<-+[ \t]+("(?:\\"|[^"])+?"|'(?:\\'|[^'])+?')|-+8<-+)[ \t]*""")
+#: A named part of a file, ``--8<-- [start:name]`` ... ``--8<-- [end:name]``: the markers are no text.
+_SNIPPET_SECTION = re.compile(r"(.*?)(;*)-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*([A-Za-z][-\w]*)[ \t]*\](.*)")
+#: What a snippet path may end with: line ranges (``:3:8``, ``:3:``, ``::8``, ``:3``, several joined
+#: by ``,``) or a section name (``:intro``).
+_SNIPPET_PART = re.compile(r"(.*?):((?:\d*:?\d*)(?:,\d*:?\d*)*|[A-Za-z][-\w]*)")
+
+
+def _snippet_lines(lines: list[str], part: str) -> list[str] | None:
+    """The lines a snippet path's ``part`` selects (1-based, inclusive ranges, or a named section);
+    None when the section is not in the file."""
+    if not part:
+        return lines
+    if part[0].isalpha():
+        marks = [(m.group(3).lower(), m.group(4)) if m and not m.group(2) else None
+                 for m in map(_SNIPPET_SECTION.fullmatch, lines)]
+        try:
+            start = marks.index(("start", part)) + 1
+        except ValueError:
+            return None
+        end = next((i for i in range(start, len(lines)) if marks[i] == ("end", part)), len(lines))
+        return lines[start:end]
+    out: list[str] = []
+    for span in part.split(","):
+        first, _, last = span.partition(":")
+        out.extend(lines[max(int(first or 1), 1) - 1: int(last) if last else len(lines)])
+    return out
+
+
+def _include_snippets(lines: list[str], path: Path, root: Path) -> tuple[list[str], list[int], list[str], list[str]]:
+    """``lines`` with MkDocs' snippet includes (pymdownx.snippets) read in, as MkDocs reads them.
+
+    A snippet path resolves against the ingested folder ``root`` and the folders above it (MkDocs
+    resolves against its ``base_path``, by default the project folder that holds ``docs/``), then
+    against the including file's folder; it is read only when the file it lands on is inside
+    ``root`` (`MAX_INCLUDE_BYTES` at most), and a file already being read is not read again (a
+    loop). Included lines take the including line's indent and cite that line of ``path``.
+
+    Returns the lines, each line's 1-based line number in ``path``, the files read (resolved) and
+    the includes not read, each ``argument (why)``.
+    """
+    root = root.resolve()
+    files: list[str] = []
+    unread: list[str] = []
+
+    def read(argument: str, here: Path, stack: tuple[str, ...]) -> list[str] | None:
+        parted = _SNIPPET_PART.fullmatch(argument)
+        name, part = (parted.group(1), parted.group(2)) if parted and parted.group(1) else (argument, "")
+        found = None
+        for base in (root, *root.parents, here):
+            candidate = base / name
+            try:
+                if candidate.is_file():
+                    found = candidate.resolve()
+                    break
+            except OSError:  # a permission error, a name too long
+                continue
+        if found is None:
+            unread.append(f"{argument} (not found)")
+            return None
+        if not found.is_relative_to(root):
+            unread.append(f"{argument} (outside the ingested folder)")
+            return None
+        if found.as_posix() in stack:
+            unread.append(f"{argument} (circular inclusion)")
+            return None
+        try:
+            if found.stat().st_size > MAX_INCLUDE_BYTES:
+                unread.append(f"{argument} (larger than {MAX_INCLUDE_BYTES:,} bytes)")
+                return None
+            text = found.read_bytes().decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            unread.append(f"{argument} (not a readable UTF-8 text file)")
+            return None
+        selected = _snippet_lines(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), part)
+        if selected is None:
+            unread.append(f"{argument} (no section {part!r} in the file)")
+            return None
+        if found.as_posix() not in files:
+            files.append(found.as_posix())
+        return [x for x, _ in expand(selected, found.parent, (*stack, found.as_posix()))]
+
+    def expand(source: list[str], here: Path, stack: tuple[str, ...]) -> list[tuple[str, int]]:
+        """``source`` with its includes read in, each line with the index in ``source`` it stands for."""
+        out: list[tuple[str, int]] = []
+        block = False  # inside a bare ``--8<--`` pair: each line is a path
+        for i, line in enumerate(source):
+            marker = _SNIPPET.fullmatch(line) if "8<-" in line else None
+            section = _SNIPPET_SECTION.fullmatch(line) if marker is None and "8<-" in line else None
+            if marker is not None and marker.group(2) or section is not None and section.group(2):
+                out.append((line.replace(";", "", 1), i))  # escaped: the line shows the notation
+            elif marker is not None and marker.group(3) is None:
+                block = not block
+            elif marker is not None or block:
+                argument = marker.group(3)[1:-1].strip() if marker is not None else line.strip()
+                indent = marker.group(1) if marker is not None else ""
+                if argument and not argument.startswith(";"):
+                    out.extend((indent + x if x else x, i) for x in read(argument, here, stack) or ())
+            elif section is None:  # a section marker is no text
+                out.append((line, i))
+        return out
+
+    read_in = expand(lines, path.parent, (path.resolve().as_posix(),))
+    return [x for x, _ in read_in], [i + 1 for _, i in read_in], files, unread
+
+
+def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root: Path | None = None) -> Document:
     """Sections of a Markdown document.
 
     Each top-level block of the token stream becomes a `Block` holding its own source lines, so a
@@ -145,8 +257,17 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
     admonitions and content tabs read as their title and text (`_unwrap_blocks`). Front matter,
     thematic breaks, link reference definitions and HTML comments carry no prose and are left out;
     so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`).
+
+    MkDocs' snippet includes (``--8<-- "file.md"``) read the file into the page when ``path`` (this
+    file) is given and the file lies inside ``root`` (default: this file's folder); see
+    `_include_snippets`. `Document.includes` lists the files read, `Document.unread` the others.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    where: list[int] | None = None  # each line's number in the file, when includes moved them
+    includes: list[str] = []
+    unread: list[str] = []
+    if path is not None and "8<-" in text:
+        lines, where, includes, unread = _include_snippets(lines, path, root or path.parent)
     if "!!!" in text or "???" in text or "===" in text or "[!" in text:
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
@@ -164,6 +285,12 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
             sections.append(Section(titles, tuple(blocks)))
         blocks.clear()
 
+    def span(first: int, last: int) -> tuple[int, int]:
+        """The 1-based first and last line in the file of token lines ``first:last``."""
+        if where is None:
+            return first + 1, max(first + 1, last)
+        return where[first], max(where[first], where[max(first, last - 1)])
+
     for index, token in enumerate(tokens):
         if token.level != 0 or token.nesting == -1 or not token.map:
             continue
@@ -175,7 +302,7 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
             found = _FRONT_DESCRIPTION.search(token.content)
             about = found.group(1).strip("'\" ") if found else ""
             if about:  # the page's one-line summary, as its author wrote it
-                blocks.append(Block(about, first + 1, max(first + 1, last), "text"))
+                blocks.append(Block(about, *span(first, last), "text"))
             else:
                 dropped += 1
             continue
@@ -198,9 +325,12 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
                 stack.append((level, heading))
             titles = tuple(t for _, t in stack)
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
+        if kind == "text" and _ABBREVIATIONS.match(source):
+            dropped += 1
+            continue
         if kind == "text" and _LABEL.match(source):
             kind = "label"
-        blocks.append(Block(source, first + 1, max(first + 1, last), kind))
+        blocks.append(Block(source, *span(first, last), kind))
     close()
     if title and top > 1:
         # A page titled in its front matter whose headings start below h1 (npm's and many static
@@ -209,4 +339,5 @@ def parse_markdown(text: str, *, name: str = "") -> Document:
         sections = [s if s.titles[:1] and s.titles[0].casefold() == title.casefold()
                     else Section((title, *s.titles), s.blocks) for s in sections]
     return Document(format="markdown", unit="line", sections=tuple(sections), title=title,
-                    parser=parser_version("markdown"), dropped=dropped)
+                    parser=parser_version("markdown"), dropped=dropped, includes=tuple(includes),
+                    unread=tuple(unread))

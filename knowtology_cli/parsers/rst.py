@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .base import Block, Document, Section, parser_version
+from .base import MAX_INCLUDE_BYTES, Block, Document, Section, parser_version
 from .inline import role_text, table_text
 
 #: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
@@ -155,8 +155,6 @@ _ROLE_TEXT = re.compile(r":[A-Za-z][\w.+:-]*:`(.+)`", re.S)
 _REFERENCE = re.compile(r"`([^`<]+?)\s*(?:<[^`>]*>)?`__?|([\w.-]+)__?")
 #: The comment docutils leaves where an included text ends.
 _INCLUDE_END = "end of inclusion from "
-#: The largest file an ``include`` directive reads (bytes): a fragment of a page, not a data dump.
-MAX_INCLUDE_BYTES = 2_000_000
 
 
 class _Includes:
