@@ -821,3 +821,12 @@ def test_mkdocs_snippet_forms_ranges_escapes_and_loops(tmp_path: Path) -> None:
     assert doc.unread == ("loop.md (circular inclusion)", "missing.md (not found)")
     # without a path (bytes from a stream) nothing is read and the notation stays
     assert "steps.md" in parse_markdown(page.read_text()).sections[0].blocks[1].text
+
+
+def test_rst_python_roles_do_not_show_their_leading_dot() -> None:
+    """Sphinx's ``:attr:`.Request.host``` looks in the current module first and shows "Request.host";
+    a file role keeps its dot (``:file:`.bashrc```)."""
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst("Lifecycle\n=========\n\nThis calls :meth:`.Flask.wsgi_app` and reads :file:`.bashrc`.\n")
+    assert doc.sections[0].blocks[-1].text == "This calls Flask.wsgi_app and reads .bashrc."

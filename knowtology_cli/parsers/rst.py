@@ -9,44 +9,22 @@ from pathlib import Path
 from typing import Any
 
 from .base import MAX_INCLUDE_BYTES, Block, Document, Section, parser_version
-from .inline import role_text, table_text
+from .inline import table_text
+from .sphinx import (
+    CODE_DIRECTIVES,
+    CONDITION_DIRECTIVES,
+    LABELS,
+    NAVIGATION_DIRECTIVES,
+    PATH_ARGUMENT,
+    code_language,
+    show_role,
+    version_label,
+)
 
-#: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
-#: ``autoclass:: Name(args)`` and the like are kept like any unknown directive: the signature names
-#: the API, and content written under one is the page's own prose.)
-NAVIGATION_DIRECTIVES = frozenset({
-    "toctree", "index", "contents", "sectnum", "section-numbering", "autosummary", "tabularcolumns",
-    "highlight", "default-role", "currentmodule", "module", "sectionauthor", "moduleauthor",
-    "codeauthor", "literalinclude", "include", "raw", "meta", "header", "footer", "title",
-    "testsetup", "testcleanup", "ifconfig-only", "role", "class", "target-notes", "graphviz",
-    "inheritance-diagram", "autoprogram", "program", "c:namespace",
-    "cpp:namespace", "py:currentmodule", "py:module",
-})
-#: Sphinx's roles that point at a document or a labelled section, shown with the target's title.
-CROSS_REFERENCE_ROLES = frozenset({"doc", "ref", "numref", "download"})
-#: Sphinx's explicit title of a cross-reference: ``title<target>``, a space before ``<`` optional.
-_EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
-#: Directives whose content is code or a terminal session, shown as written (Sphinx's, and those of
-#: widely used extensions: sphinx-prompt, sphinx.ext.doctest, IPython, MyST-NB, Django's console).
-CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "highlight-block", "console", "prompt",
-                             "doctest", "testcode", "testoutput", "ipython", "jupyter-execute",
-                             "code-cell"})
-#: A code directive's argument that names the code's language (``python``, ``c++``, ``shell-session``).
-_LANGUAGE = re.compile(r"[A-Za-z][\w+#.-]*")
 #: A ``class`` argument that is a description's signature, not a style class name.
 _SIGNATURE = re.compile(r"[(.A-Z]")
 #: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
 _LABEL_CLASS = "kt-label"
-#: Directives whose argument is a build condition; their content is the page's text.
-CONDITION_DIRECTIVES = frozenset({"only", "ifconfig"})
-#: A directive argument that is a path (``.. cmake-module:: ../../Modules/FindBoost.cmake``).
-_PATH_ARGUMENT = re.compile(r"^\S*[/\\]\S*$")
-#: How Sphinx words its version and cross-reference notes.
-_LABELS = {
-    "versionadded": "New in version", "versionchanged": "Changed in version",
-    "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
-    "seealso": "See also",
-}
 _ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
 _DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([A-Za-z][\w.+:-]*?)::", re.M)
 _SKIP = ("comment", "substitution_definition", "target", "system_message", "pending", "raw",
@@ -65,32 +43,18 @@ class _AnyOptions(dict):
         return True
 
 
-def _role_text(text: str) -> str:
-    """What a role shows (`inline.role_text`), docutils' backslash escapes undone first."""
+def _role_text(name: str, text: str) -> str:
+    """What a role shows (`sphinx.show_role`), docutils' backslash escapes undone first."""
     from docutils.utils import unescape  # deferred: heavy
 
-    return role_text(unescape(text))
+    return show_role(name, unescape(text))
 
 
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
                   options: Any = None, content: Any = None) -> tuple[list[Any], list[Any]]:
     from docutils import nodes  # deferred: heavy
-    from docutils.utils import unescape  # deferred: heavy
 
-    if name.rsplit(":", 1)[-1] in CROSS_REFERENCE_ROLES:
-        return [nodes.literal(rawtext, _cross_reference(unescape(text)))], []
-    return [nodes.literal(rawtext, _role_text(text))], []
-
-
-def _cross_reference(text: str) -> str:
-    """What a reader sees for a ``:doc:`` or ``:ref:`` without the title Sphinx would look up: the
-    explicit title (Sphinx needs no space before ``<`` here), else the target's last part in words
-    (``/topics/db/queries`` -> "queries", ``configuring-sessions`` -> "configuring sessions")."""
-    titled = _EXPLICIT_TITLE.match(text)
-    if titled:
-        return titled.group(1).strip()
-    last = text.strip().lstrip("~!").rstrip("/").rsplit("/", 1)[-1]
-    return " ".join(last.replace("-", " ").replace("_", " ").split()) or text
+    return [nodes.literal(rawtext, _role_text(name, text))], []
 
 
 @cache
@@ -117,19 +81,19 @@ def _directive_class(name: str) -> Any:
             box = nodes.container(classes=["kt-directive"])
             _place(self, box)
             argument = " ".join(self.arguments).strip()
-            label = _LABELS.get(name.rsplit(":", 1)[-1], "")
-            code = name.rsplit(":", 1)[-1] in CODE_DIRECTIVES
-            if label and name.startswith(("version", "deprecated")) and argument:
-                version, *rest = argument.split(None, 1)
-                argument = f"{version}: {' '.join(rest[0].split())}" if rest else version
-            if name in CONDITION_DIRECTIVES or _PATH_ARGUMENT.match(argument):
+            base = name.rsplit(":", 1)[-1]
+            label = LABELS.get(base, "")
+            code = base in CODE_DIRECTIVES
+            if name in CONDITION_DIRECTIVES or PATH_ARGUMENT.match(argument):
                 argument = ""  # a build condition ("html") or a file it points at is no text
-            lead = f"{label} {argument}".strip() if label else argument
+            if label and name.startswith(("version", "deprecated")) and argument:
+                lead = version_label(base, argument)
+            else:
+                lead = f"{label} {argument}".strip() if label else argument
             if code:
                 block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
-                language = argument.split(None, 1)[0] if argument else ""
-                if _LANGUAGE.fullmatch(language):  # ``.. code-block:: python``: the fence says so
-                    block["language"] = language.lower()
+                if code_language(argument):  # ``.. code-block:: python``: the fence says so
+                    block["language"] = code_language(argument)
                 _place(self, block)
                 return [block]
             if lead:
@@ -407,7 +371,7 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
         if reference:
             bad.parent.replace(bad, nodes.Text(reference.group(1) or reference.group(2)))
         elif role:  # a role docutils knows, used in a form it does not (``:rfc:`RFC 7231 <7231#s6>```)
-            bad.parent.replace(bad, nodes.Text(_role_text(role.group(1))))
+            bad.parent.replace(bad, nodes.Text(_role_text("", role.group(1))))
     included = scope.lines if scope is not None else None
     raw: list[tuple[tuple[str, ...], str, int, str]] = []  # (titles, text, start line, kind)
     bounds: list[int] = []  # start lines of every top-level element, kept or not

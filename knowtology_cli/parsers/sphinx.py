@@ -1,0 +1,81 @@
+"""Sphinx's vocabulary, shared by the reST and MyST Markdown readers: which directives are navigation,
+code or conditions, how Sphinx words its notes, and what a role shows."""
+
+from __future__ import annotations
+
+import re
+
+from .inline import role_text
+
+#: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
+#: ``autoclass:: Name(args)`` and the like are kept like any unknown directive: the signature names
+#: the API, and content written under one is the page's own prose.)
+NAVIGATION_DIRECTIVES = frozenset({
+    "toctree", "index", "contents", "sectnum", "section-numbering", "autosummary", "tabularcolumns",
+    "highlight", "default-role", "currentmodule", "module", "sectionauthor", "moduleauthor",
+    "codeauthor", "literalinclude", "include", "raw", "meta", "header", "footer", "title",
+    "testsetup", "testcleanup", "ifconfig-only", "role", "class", "target-notes", "graphviz",
+    "inheritance-diagram", "autoprogram", "program", "c:namespace",
+    "cpp:namespace", "py:currentmodule", "py:module",
+})
+#: Sphinx's roles that point at a document or a labelled section, shown with the target's title.
+CROSS_REFERENCE_ROLES = frozenset({"doc", "ref", "numref", "download"})
+#: Roles of Sphinx's Python domain, whose target may start with ``.`` (look in the current module
+#: first): the dot is not shown.
+PYTHON_ROLES = frozenset({"mod", "func", "data", "const", "class", "meth", "attr", "exc", "obj", "type"})
+#: Directives whose content is code or a terminal session, shown as written (Sphinx's, and those of
+#: widely used extensions: sphinx-prompt, sphinx.ext.doctest, IPython, MyST-NB, Django's console).
+CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "highlight-block", "console", "prompt",
+                             "doctest", "testcode", "testoutput", "ipython", "jupyter-execute",
+                             "code-cell"})
+#: Directives whose argument is a build condition; their content is the page's text.
+CONDITION_DIRECTIVES = frozenset({"only", "ifconfig"})
+#: Admonitions (docutils' and Sphinx's): their content reads after their name, ``Note: …``.
+ADMONITIONS = frozenset({"attention", "caution", "danger", "error", "hint", "important", "note", "tip",
+                         "warning", "todo"})
+#: How Sphinx words its version and cross-reference notes.
+LABELS = {
+    "versionadded": "New in version", "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
+    "seealso": "See also",
+}
+#: A code directive's argument that names the code's language (``python``, ``c++``, ``shell-session``).
+LANGUAGE = re.compile(r"[A-Za-z][\w+#.-]*")
+#: A directive argument that is a path (``.. cmake-module:: ../../Modules/FindBoost.cmake``).
+PATH_ARGUMENT = re.compile(r"^\S*[/\\]\S*$")
+#: Sphinx's explicit title of a cross-reference: ``title<target>``, a space before ``<`` optional.
+_EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
+
+
+def code_language(argument: str) -> str:
+    """The language a code directive's argument names (its first word: ``python``, ``bash`` of
+    ``prompt:: bash $``), lower case, or ""."""
+    first = argument.split(None, 1)[0] if argument.strip() else ""
+    return first.lower() if LANGUAGE.fullmatch(first) else ""
+
+
+def cross_reference(text: str) -> str:
+    """What a reader sees for a ``:doc:`` or ``:ref:`` without the title Sphinx would look up: the
+    explicit title (Sphinx needs no space before ``<`` here), else the target's last part in words
+    (``/topics/db/queries`` -> "queries", ``configuring-sessions`` -> "configuring sessions")."""
+    titled = _EXPLICIT_TITLE.match(text)
+    if titled:
+        return titled.group(1).strip()
+    last = text.strip().lstrip("~!").rstrip("/").rsplit("/", 1)[-1]
+    return " ".join(last.replace("-", " ").replace("_", " ").split()) or text
+
+
+def show_role(name: str, text: str) -> str:
+    """What the role ``name`` (``func``, ``py:meth``, ``doc``) shows for ``text``, as Sphinx renders
+    it without looking anything up."""
+    base = name.rsplit(":", 1)[-1]
+    if base in CROSS_REFERENCE_ROLES:
+        return cross_reference(text)
+    shown = role_text(text)
+    return shown.lstrip(".") if base in PYTHON_ROLES and shown.startswith(".") and shown != "." else shown
+
+
+def version_label(name: str, argument: str) -> str:
+    """The lead of a version note: ``New in version 2.1: what`` from ``versionadded`` and ``2.1 what``."""
+    version, *rest = argument.split(None, 1)
+    return f"{LABELS[name]} {version}: {' '.join(rest[0].split())}" if rest else f"{LABELS[name]} {version}"
