@@ -239,6 +239,33 @@ def test_mkdocs_snippets_are_read_in_their_pages_and_not_alone(tmp_path: Path) -
     assert json.loads(kt("grep", "garnet", "--json", store=store).stdout)["hits"]
 
 
+def test_myst_pages_read_as_sphinx_shows_them(tmp_path: Path) -> None:
+    """A Sphinx project written in MyST Markdown: roles read as their text, admonitions as "Note:",
+    code directives as fenced code, ``{include}`` of a file in the folder is read (and that file is
+    no document of its own), an include outside the folder is named, a target is no chunk."""
+    store = tmp_path / "store"
+    root = tmp_path / "proj" / "docs"
+    root.mkdir(parents=True)
+    (tmp_path / "proj" / "CHANGELOG.md").write_text("# Changes\n\nPRIVATE ROADMAP\n")
+    (root / "_fees.md").write_text("A recount costs a {term}`basalt fee <fees>`.\n")
+    (root / "counting.md").write_text(
+        "(counting)=\n# Counting\n\nCall {func}`~pantry.stock.recount` after a move.\n\n"
+        ":::{note}\nShelves are counted weekly.\n:::\n\n```{code-block} python\n:linenos:\n\nrecount(shelf)\n```\n\n"
+        "```{include} _fees.md\n```\n\n```{include} ../CHANGELOG.md\n```\n")
+    done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["included"] == {"docs/_fees.md": "docs/counting.md"}
+    assert report["unread_includes"] == {"docs/counting.md": ["../CHANGELOG.md (outside the ingested folder)"]}
+    chunk = json.loads(kt("read", "docs/counting.md#0", "--json", store=store).stdout)["chunks"][0]
+    assert chunk["section"] == "Counting"
+    assert "Call `recount` after a move." in chunk["text"] and "Note:\nShelves are counted weekly." in chunk["text"]
+    assert "```python\nrecount(shelf)\n```" in chunk["text"] and "A recount costs a basalt fee." in chunk["text"]
+    assert not any(m in chunk["text"] for m in ("{func}", ":::", "{note}", "(counting)=", ":linenos:", "PRIVATE"))
+    hits = json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == ["docs/counting.md#0"]
+
+
 def test_a_link_to_a_file_of_the_folder_is_read_once(tmp_path: Path) -> None:
     """Doc sets link ``index.html`` to their first page: the page is read once, under its own name, and
     the report says so; a link to a file outside the folder is a document of the folder."""

@@ -830,3 +830,83 @@ def test_rst_python_roles_do_not_show_their_leading_dot() -> None:
 
     doc = parse_rst("Lifecycle\n=========\n\nThis calls :meth:`.Flask.wsgi_app` and reads :file:`.bashrc`.\n")
     assert doc.sections[0].blocks[-1].text == "This calls Flask.wsgi_app and reads .bashrc."
+
+
+MYST = """(intro)=
+# Pantry {sup}`API`
+
+% an editor's comment
+Use {func}`~pantry.stock.recount` or {meth}`.Shelf.scan`; see {doc}`the guide <guide>`, {ref}`fees-section`
+and {pep}`8`.
+
+:::{warning} Counting
+Recount after a move.
+:::
+
+```{note}
+Shelves are counted weekly.
+```
+
+```{versionadded} 2.1
+Basalt shelves.
+```
+
+```{code-block} python
+:caption: Recount
+:linenos:
+
+recount(shelf)
+```
+
+::::{tab-set}
+:::{tab-item} Python
+Call it from Python.
+:::
+::::
+
+```{toctree}
+:maxdepth: 2
+guide
+```
+
+```{eval-rst}
+.. function:: recount(shelf)
+
+   Recounts one **shelf**.
+```
+
++++
+```{py:function} pantry.scan(aisle)
+Scans an aisle.
+```
+"""
+
+
+def test_myst_markdown_reads_as_what_sphinx_shows() -> None:
+    """MyST (Sphinx's Markdown): roles as their text, admonitions and version notes as their label
+    and text, code directives as fenced code naming the language (options dropped), tabs as their
+    title, toctree gone, eval-rst rendered by the reST reader, targets/comments/breaks no text."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+
+    doc = parse_markdown(MYST, name="pantry.md")
+    found = [(b.kind, b.text, b.start) for s in doc.sections for b in s.blocks]
+    assert found == [
+        ("heading", "# Pantry API", 2),
+        ("text", "Use `recount` or `Shelf.scan`; see the guide, fees section\nand PEP 8.", 5),
+        ("text", "Warning: Counting\nRecount after a move.", 8),
+        ("text", "Note:\nShelves are counted weekly.", 12),
+        ("text", "New in version 2.1:\nBasalt shelves.", 16),
+        ("code", "```python\nrecount(shelf)\n```", 20),
+        ("text", "Python:\nCall it from Python.", 28),
+        ("text", "recount(shelf)", 38),  # what eval-rst renders cites its directive's line
+        ("text", "Recounts one shelf.", 38),
+        ("text", "pantry.scan(aisle)", 45),
+        ("text", "Scans an aisle.", 46),
+    ]
+    assert doc.sections[0].titles == ("Pantry API",)
+    # plain Markdown with braces is left alone
+    plain = parse_markdown("# Sets\n\nA set {1, 2} and `{x}` code.\n\n% of users\n\nLogs `${rotation}` and `${pid}`.\n")
+    assert [b.text for b in plain.sections[0].blocks] == [
+        "# Sets", "A set {1, 2} and `{x}` code.", "% of users", "Logs `${rotation}` and `${pid}`."]
+    # a role's look-alike inside a code span stays code in a MyST page too
+    assert "the `{eq}` role" in parse_markdown("# M\n\nUse {eq}`e1`, the `{eq}` role.\n").sections[0].blocks[1].text

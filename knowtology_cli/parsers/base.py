@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 TITLE_SEPARATOR = " › "
 #: The largest file an include (reST ``include``, MkDocs ``--8<--``) reads, in bytes: a fragment of a
@@ -10,7 +11,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 7, "rst": 11, "html": 12, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 8, "rst": 11, "html": 12, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,25 @@ class Document:
 def parser_version(fmt: str) -> str:
     """``format/version`` as recorded with every chunk of a file parsed as ``fmt``."""
     return f"{fmt}/{PARSER_VERSIONS[fmt]}"
+
+
+def read_fragment(target: Path, root: Path, stack: tuple[str, ...] = ()) -> tuple[Path, list[str] | None, str]:
+    """An included file's lines, read only when it lies inside ``root`` (resolved), is not one of the
+    files being read (``stack``: a loop) and holds at most `MAX_INCLUDE_BYTES` of UTF-8 text.
+
+    Returns the resolved path, its lines (line ends normalised), and why not when they are None.
+    """
+    try:
+        real = target.resolve()
+        if not real.is_relative_to(root):
+            return real, None, "outside the ingested folder"
+        if not real.is_file():
+            return real, None, "not found"
+        if real.as_posix() in stack:
+            return real, None, "circular inclusion"
+        if real.stat().st_size > MAX_INCLUDE_BYTES:
+            return real, None, f"larger than {MAX_INCLUDE_BYTES:,} bytes"
+        text = real.read_bytes().decode("utf-8-sig")
+    except (OSError, RuntimeError, UnicodeDecodeError):  # a link loop, a permission error, not UTF-8
+        return target, None, "not a readable UTF-8 text file"
+    return real, text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), ""

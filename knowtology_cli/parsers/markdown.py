@@ -7,8 +7,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .base import MAX_INCLUDE_BYTES, Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version, read_fragment
 from .inline import FENCE_LINE, closes_fence, strip_tags
+from .myst import read_myst, uses_myst
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M | re.I)
@@ -150,6 +151,13 @@ _SNIPPET_SECTION = re.compile(r"(.*?)(;*)-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:[
 _SNIPPET_PART = re.compile(r"(.*?):((?:\d*:?\d*)(?:,\d*:?\d*)*|[A-Za-z][-\w]*)")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, a permission error
+        return False
+
+
 def _snippet_lines(lines: list[str], part: str) -> list[str] | None:
     """The lines a snippet path's ``part`` selects (1-based, inclusive ranges, or a named section);
     None when the section is not in the file."""
@@ -190,33 +198,12 @@ def _include_snippets(lines: list[str], path: Path, root: Path) -> tuple[list[st
     def read(argument: str, here: Path, stack: tuple[str, ...]) -> list[str] | None:
         parted = _SNIPPET_PART.fullmatch(argument)
         name, part = (parted.group(1), parted.group(2)) if parted and parted.group(1) else (argument, "")
-        found = None
-        for base in (root, *root.parents, here):
-            candidate = base / name
-            try:
-                if candidate.is_file():
-                    found = candidate.resolve()
-                    break
-            except OSError:  # a permission error, a name too long
-                continue
-        if found is None:
-            unread.append(f"{argument} (not found)")
+        candidates = [base / name for base in (root, *root.parents, here)]
+        found, lines, why = read_fragment(next((c for c in candidates if _is_file(c)), root / name), root, stack)
+        if lines is None:
+            unread.append(f"{argument} ({why})")
             return None
-        if not found.is_relative_to(root):
-            unread.append(f"{argument} (outside the ingested folder)")
-            return None
-        if found.as_posix() in stack:
-            unread.append(f"{argument} (circular inclusion)")
-            return None
-        try:
-            if found.stat().st_size > MAX_INCLUDE_BYTES:
-                unread.append(f"{argument} (larger than {MAX_INCLUDE_BYTES:,} bytes)")
-                return None
-            text = found.read_bytes().decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError):
-            unread.append(f"{argument} (not a readable UTF-8 text file)")
-            return None
-        selected = _snippet_lines(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), part)
+        selected = _snippet_lines(lines, part)
         if selected is None:
             unread.append(f"{argument} (no section {part!r} in the file)")
             return None
@@ -260,7 +247,9 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
 
     MkDocs' snippet includes (``--8<-- "file.md"``) read the file into the page when ``path`` (this
     file) is given and the file lies inside ``root`` (default: this file's folder); see
-    `_include_snippets`. `Document.includes` lists the files read, `Document.unread` the others.
+    `_include_snippets`. MyST (Sphinx's Markdown) reads as the Markdown it shows: roles as their
+    text, directives as their text, code or included file (`myst.read_myst`). `Document.includes`
+    lists the files read, `Document.unread` the others.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     where: list[int] | None = None  # each line's number in the file, when includes moved them
@@ -268,6 +257,10 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     unread: list[str] = []
     if path is not None and "8<-" in text:
         lines, where, includes, unread = _include_snippets(lines, path, root or path.parent)
+    if uses_myst(text):
+        lines, where, read_in, not_read = read_myst(lines, where, path, root)
+        includes += [f for f in read_in if f not in includes]
+        unread += [u for u in not_read if u not in unread]
     if "!!!" in text or "???" in text or "===" in text or "[!" in text:
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)

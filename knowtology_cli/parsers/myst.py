@@ -1,0 +1,267 @@
+"""MyST Markdown (Sphinx's Markdown, as MyST-Parser and Jupyter Book read it) rewritten to the
+Markdown it shows, line by line, before the Markdown parser reads it.
+
+* A role, ``{func}`attrs.define``` or ``{doc}`Overview <overview>```, reads as Sphinx shows it
+  (`sphinx.show_role`): code roles as code spans, cross-references and terms as words.
+* A directive fenced with backticks or colons (``` ```{note} ```, ``:::{warning}``) reads as what it
+  stands for: an admonition or version note as its label and its text (``Note: …``, as the reST
+  reader words it), a code directive as a fenced block naming its language, ``{include}`` as the
+  file's lines (inside the ingested folder only), ``{eval-rst}`` as its reST rendered, navigation
+  (``{toctree}``) as nothing, any other directive as its argument and its content; its option
+  lines (``:caption: …``, a ``---`` block) are no text.
+* Targets (``(label)=``), comments (``% …``) and block breaks (``+++``) are no text.
+
+Only a document that uses MyST's syntax is rewritten (`uses_myst`); line numbers are kept, except
+where an include adds lines (each then cites the directive's line).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .base import read_fragment
+from .inline import FENCE_LINE, closes_fence
+from .sphinx import (
+    ADMONITIONS,
+    CODE_DIRECTIVES,
+    CONDITION_DIRECTIVES,
+    CROSS_REFERENCE_ROLES,
+    LABELS,
+    NAVIGATION_DIRECTIVES,
+    PATH_ARGUMENT,
+    code_language,
+    show_role,
+    version_label,
+)
+
+#: A directive's opening fence: its indent, marks (backticks or colons), name and argument.
+_DIRECTIVE = re.compile(r"([ \t]*)(`{3,}|~{3,}|:{3,})[ \t]*\{([A-Za-z][\w:.+-]*)\}[ \t]*(.*?)[ \t]*")
+#: A colon fence closing a directive (``:::``).
+_COLON_CLOSE = re.compile(r"[ \t]*(:{3,})[ \t]*")
+#: A role: ``{name}`text```.
+_ROLE = re.compile(r"\{([A-Za-z][\w:.+-]*)\}(`+)(?!`)(.+?)(?<!`)\2(?!`)")
+#: A code span's opening backticks, or a role's start (as MyST's inline rules see them, left to right).
+_INLINE = re.compile(r"\{[A-Za-z][\w:.+-]*\}`|`+")
+#: An option line right after a directive's opening: ``:caption: Example``, ``:linenos:``.
+_OPTION = re.compile(r"[ \t]*:([\w-]+):(?:[ \t]+(.*?))?[ \t]*")
+#: A target line: ``(label)=``.
+_TARGET = re.compile(r"^[ \t]*\([^()\s][^()]*\)=[ \t]*$", re.M)
+#: A target (``(label)=``), a comment (``% text``) or a block break (``+++``): no text.
+_NO_TEXT = re.compile(r"[ \t]*(?:\([^()\s][^()]*\)=|%.*|\+\+\+.*)")
+#: Roles whose text is words, not code: cross-references, glossary terms and inline markup.
+_WORD_ROLES = CROSS_REFERENCE_ROLES | {"term", "abbr", "dfn", "guilabel", "menuselection", "sub", "sup",
+                                       "pep", "rfc", "sub-ref", "index"}
+#: Directives that hold the page's text under a title (their argument) or none: tabs, cards, grids.
+_CONTAINERS = frozenset({"admonition", "dropdown", "tab-set", "tab-item", "tabbed", "card", "grid",
+                         "grid-item", "grid-item-card", "div", "container", "sidebar", "margin", "topic",
+                         "epigraph", "pull-quote", "highlights", "compound", "rubric", "glossary",
+                         "figure", "table", "list-table", "csv-table", "math", "line-block",
+                         "parsed-literal", "centered", "hlist", "productionlist", "tabs", "tab"})
+#: Directives that show nothing of their own (an image has only a path and options).
+_NOTHING = frozenset({"image", "iframe", "video", "youtube", "bibliography", "tableofcontents",
+                      "contents", "embed", "code-cell-output"})
+
+
+def uses_myst(text: str) -> bool:
+    """Whether ``text`` uses MyST's own syntax: a ``{name}`` directive fence, a ``{role}`` use or a
+    target line, ``(label)=``."""
+    if ")=" in text and _TARGET.search(text):
+        return True
+    return "{" in text and (any("}`" in line and roles(line) != line for line in text.split("\n"))
+                            or any(_DIRECTIVE.fullmatch(line) for line in text.split("\n") if "{" in line))
+
+
+def _closes(marks: str, line: str) -> bool:
+    """Whether ``line`` closes a directive opened with ``marks`` (colons, or a code fence's marks)."""
+    if marks[0] == ":":
+        closing = _COLON_CLOSE.fullmatch(line)
+        return closing is not None and len(closing.group(1)) >= len(marks)
+    return closes_fence(marks, line)
+
+
+def _role(match: re.Match[str]) -> str:
+    name, text = match.group(1), match.group(3)
+    base = name.rsplit(":", 1)[-1].lower()
+    if base in ("pep", "rfc") and text.strip().isdigit():
+        return f"{base.upper()} {text.strip()}"
+    shown = show_role(name, text)
+    return shown if base in _WORD_ROLES else f"`{shown}`"
+
+
+def roles(line: str) -> str:
+    """``line`` with its roles as the text they show; a code span is code (```{x}` `` stays)."""
+    if "}`" not in line:
+        return line
+    out: list[str] = []
+    at = 0
+    while (found := _INLINE.search(line, at)) is not None:
+        role = _ROLE.match(line, found.start()) if found.group(0).startswith("{") else None
+        if role is not None:
+            out.append(line[at:found.start()] + _role(role))
+            at = role.end()
+            continue
+        ticks = found.group(0) if not found.group(0).startswith("{") else ""
+        close = re.compile(rf"(?<!`){ticks}(?!`)").search(line, found.end()) if ticks else None
+        end = close.end() if close is not None else found.end()
+        out.append(line[at:end])
+        at = end
+    return "".join(out) + line[at:]
+
+
+@dataclass
+class _Reader:
+    """One document's rewrite: the lines out, each line's source line number, includes read and not."""
+
+    root: Path
+    out: list[str] = field(default_factory=list)
+    where: list[int] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+    def add(self, line: str, at: int) -> None:
+        self.out.append(line)
+        self.where.append(at)
+
+    def read(self, lines: list[str], at: Callable[[int], int], here: Path | None, stack: tuple[str, ...]) -> None:
+        """Rewrite ``lines`` (``at(i)`` is line i's number to cite) into `out`."""
+        fence = ""  # an open plain code fence: its lines are code
+        open_: list[str] = []  # the marks of the open text directives, innermost last
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if fence:
+                self.add(line, at(i))
+                fence = "" if closes_fence(fence, line) else fence
+                i += 1
+                continue
+            if open_ and _closes(open_[-1], line):
+                self.add("", at(i))
+                open_.pop()
+                i += 1
+                continue
+            opened = _DIRECTIVE.fullmatch(line)
+            if opened is not None:
+                i = self._directive(lines, i, opened, at, here, stack, open_)
+                continue
+            plain = FENCE_LINE.match(line)
+            if plain is not None:
+                fence = plain.group(1)
+                self.add(line, at(i))
+                i += 1
+                continue
+            self.add("" if _NO_TEXT.fullmatch(line) else roles(line), at(i))
+            i += 1
+
+    def _directive(self, lines: list[str], i: int, opened: re.Match[str], at: Callable[[int], int],
+                   here: Path | None, stack: tuple[str, ...], open_: list[str]) -> int:
+        """Rewrite the directive opening at line ``i``; the index of the next line to read."""
+        indent, marks, name, argument = opened.groups()
+        base = name.rsplit(":", 1)[-1].lower()
+        options: dict[str, str] = {}
+        start = i + 1  # the first line of the body, after the options
+        if start < len(lines) and lines[start].strip() == "---":  # a YAML block of options
+            close = next((j for j in range(start + 1, len(lines)) if lines[j].strip() == "---"), None)
+            if close is not None:
+                start = close + 1
+        while start < len(lines) and (option := _OPTION.fullmatch(lines[start])) is not None:
+            options[option.group(1)] = (option.group(2) or "").strip().strip("'\"")
+            start += 1
+        if start > i + 1 and start < len(lines) and not lines[start].strip():
+            start += 1  # the blank line that parts options from content
+        for j in range(i + 1, start - 1):
+            self.add("", at(j))
+        head = at(i)  # what the opening becomes cites the directive's line
+        if base in NAVIGATION_DIRECTIVES or base in _NOTHING or base == "include" or base == "eval-rst" \
+                or base in CODE_DIRECTIVES:
+            stop = next((j for j in range(start, len(lines)) if _closes(marks, lines[j])), len(lines))
+            body = lines[start:stop]
+            if base in CODE_DIRECTIVES:
+                fence = "```" if marks[0] == ":" else marks
+                self.add(indent + fence + code_language(argument), head)
+                for j, line in enumerate(body, start=start):
+                    self.add(line, at(j))
+                self.add(indent + fence, at(min(stop, len(lines) - 1)))
+            else:
+                self.add("", head)
+                if base == "include":
+                    self._include(argument, options, at(i), here, stack)
+                elif base == "eval-rst":
+                    self._rst(body, at(i))
+                self.add("", at(min(stop, len(lines) - 1)))
+            return stop + 1
+        signature = False  # a line of its own above the text, not its lead
+        titled = True  # the label leads the text: a colon ends it
+        if base in LABELS and base.startswith(("version", "deprecated")) and argument:
+            label = version_label(base, argument)
+        elif base in LABELS or base in ADMONITIONS:  # an argument here is the text's first line
+            label = f"{LABELS.get(base, base.capitalize())}:" + (f" {argument}" if argument else "")
+            titled = False
+        elif base in CONDITION_DIRECTIVES or PATH_ARGUMENT.fullmatch(argument):
+            label = ""  # a build condition or a file it points at is no text
+        else:  # a tab's or card's title ("Python:"), or a description's signature
+            label, signature = argument, base not in _CONTAINERS
+        label = roles(label)
+        if label and titled and not signature and not label.endswith((":", ".", "!", "?")):
+            label += ":"  # "New in version 2.1: text", as the reST reader words it
+        self.add(indent + label if label else "", head)
+        if signature and label:
+            self.add("", head)
+        open_.append(marks)
+        return start
+
+    def _include(self, argument: str, options: dict[str, str], at: int, here: Path | None,
+                 stack: tuple[str, ...]) -> None:
+        if here is None:
+            self.unread.append(f"{argument} (no file to resolve it from)")
+            return
+        target = (self.root / argument.lstrip("/")) if argument.startswith("/") else here / argument
+        real, lines, why = read_fragment(target, self.root, stack)
+        if lines is None:
+            self.unread.append(f"{argument} ({why})")
+            return
+        text = "\n".join(lines)
+        if options.get("start-after") and options["start-after"] in text:
+            text = text.split(options["start-after"], 1)[1]
+        if options.get("end-before") and options["end-before"] in text:
+            text = text.split(options["end-before"], 1)[0]
+        lines = text.split("\n")
+        first = int(options["start-line"]) if options.get("start-line", "").isdigit() else 0
+        last = int(options["end-line"]) if options.get("end-line", "").isdigit() else len(lines)
+        if real.as_posix() not in self.includes:
+            self.includes.append(real.as_posix())
+        if real.suffix.lower() in (".rst", ".rest", ".txt") and not uses_myst(text):
+            self._rst(lines[first:last], at)
+        else:
+            self.read(lines[first:last], lambda _: at, real.parent, (*stack, real.as_posix()))
+
+    def _rst(self, lines: list[str], at: int) -> None:
+        """reST text (``{eval-rst}``, an included ``.rst``) rendered by the reST reader, citing ``at``."""
+        from .rst import parse_rst  # deferred: docutils is heavy
+
+        rendered = parse_rst("\n".join(lines))
+        for section in rendered.sections:
+            for block in section.blocks:
+                for text in block.text.split("\n"):
+                    self.add(text, at)
+                self.add("", at)
+
+
+def read_myst(lines: list[str], where: list[int] | None, path: Path | None,
+              root: Path | None) -> tuple[list[str], list[int], list[str], list[str]]:
+    """``lines`` of a MyST document as the Markdown they show (see the module's notes).
+
+    ``where`` gives each line's number in the file (None: line i is number i + 1); ``path`` is the
+    file (``{include}`` resolves against its folder, a leading ``/`` against ``root``; without it no
+    include is read) and ``root`` the folder includes may read from (default: the file's folder).
+    Returns the lines, their numbers, the files read (resolved) and the includes not read, each
+    ``argument (why)``.
+    """
+    base = (root or (path.parent if path is not None else Path("."))).resolve()
+    reader = _Reader(base)
+    numbers = where if where is not None else list(range(1, len(lines) + 1))
+    main = (path.resolve().as_posix(),) if path is not None else ()
+    reader.read(lines, numbers.__getitem__, path.parent if path is not None else None, main)
+    return reader.out, reader.where, reader.includes, reader.unread
