@@ -910,3 +910,12 @@ def test_myst_markdown_reads_as_what_sphinx_shows() -> None:
         "# Sets", "A set {1, 2} and `{x}` code.", "% of users", "Logs `${rotation}` and `${pid}`."]
     # a role's look-alike inside a code span stays code in a MyST page too
     assert "the `{eq}` role" in parse_markdown("# M\n\nUse {eq}`e1`, the `{eq}` role.\n").sections[0].blocks[1].text
+
+
+def test_rst_file_wide_metadata_is_no_text() -> None:
+    """Sphinx reads a field list before anything else as file-wide metadata (``:orphan:``,
+    ``:tocdepth: 2``); a field list in the body is content."""
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst(":orphan:\n:tocdepth: 2\n\nJQuery\n======\n\nText here.\n\n:Parameters: shelf -- the shelf\n")
+    assert [b.text for s in doc.sections for b in s.blocks] == ["# JQuery", "Text here.", "Parameters: shelf -- the shelf"]

@@ -395,6 +395,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 continue
             if start:
                 bounds.append(start)
+            if child.tagname in ("field_list", "docinfo") and parent is tree and not raw:
+                dropped += 1  # a field list before anything else is file-wide metadata (Sphinx's ``:orphan:``)
+                continue
             body = render(child)
             if not body.strip() or start is None:
                 dropped += 1
