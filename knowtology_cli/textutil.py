@@ -26,9 +26,9 @@ def keyword_query(terms: str | list[str]) -> str:
 
 
 #: A grep term the keyword index splits into words but a reader means whole: words joined by ``_``,
-#: ``:``, ``.``, ``-`` or ``/`` (``MAX_RETRY_COUNT``, ``urn:isbn:0451``, ``os.path.join``) or a flag
-#: (``--dry-run``).
-_IDENTIFIER = re.compile(r"(?:-{1,2}[A-Za-z][\w-]*|\w+(?:[_:./-]+\w+)+)")
+#: ``:``, ``.``, ``-`` or ``/`` (``MAX_RETRY_COUNT``, ``urn:isbn:0451``, ``os.path.join``), a flag
+#: (``--dry-run``), or a name with its sigil (a decorator ``@define``, a variable ``$HOME``).
+_IDENTIFIER = re.compile(r"(?:-{1,2}[A-Za-z][\w-]*|[@$][A-Za-z_]\w*(?:[_:./-]+\w+)*|\w+(?:[_:./-]+\w+)+)")
 
 
 def identifier_terms(query: str) -> list[str]:

@@ -308,6 +308,25 @@ def test_grep_puts_chunks_holding_an_identifier_whole_first(tmp_path: Path) -> N
     assert "No results for '\\);import '." in kt("grep", "--regex", "\\);import ", store=store).stdout  # as typed
 
 
+def test_grep_reads_a_decorator_whole_and_shows_the_line_that_writes_it(tmp_path: Path) -> None:
+    """``@define`` is a name with its sigil: the chunk that writes it comes before one that only shares
+    the stem ("Defining", "defined"), and the snippet is the line holding it, marked whole."""
+    store = tmp_path / "store"
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "slots.md").write_text("# Slots\n\nDefining slots: defined classes define slots, defining "
+                                   "them early. Defined once, defined well.\n")
+    (root / "api.md").write_text("# API\n\nClasses are plain.\n\nDefining them by hand is tedious. "
+                                 "Put @define on the class and the methods are written for you.\n")
+    kt("ingest", str(root), "--embedder", "hash", store=store)
+    hits = json.loads(kt("grep", "--json", "--", "@define", store=store).stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == ["docs/api.md#0", "docs/slots.md#0"]
+    first = hits[0]
+    assert "Put @define on the class" in first["snippet"]
+    marked = [first["snippet"][s:e] for s, e in first["marks"]]
+    assert "@define" in marked and "define" not in marked  # the identifier is marked whole, once
+
+
 def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
     """A re-read page replaces its chunks: when an edit leaves it fewer, the old surplus goes without
     --prune (search, grep and read never show text the file no longer has); a page that cannot be

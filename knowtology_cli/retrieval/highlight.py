@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..textutil import identifier_terms
 from .prf import stem
 
 _WORD = re.compile(r"[0-9A-Za-z]+")
@@ -32,14 +33,17 @@ def keyword_matcher(query: str) -> Callable[[str], list[tuple[int, int, str]]]:
     index — so the marked words are the ones BM25 scored. A regular expression marks its own matches.
     """
     stems = {stem(w.lower()) for w in _WORD.findall(query)}
+    # an identifier of the query (``@define``, ``MAX_RETRY``) also matches whole, as its own key, so
+    # the line that writes it beats one that only shares a stem with it ("Defining")
+    whole = [re.compile(r"(?<![\w@$-])" + re.escape(term) + r"(?![\w-])", re.I) for term in identifier_terms(query)]
 
     def find(text: str) -> list[tuple[int, int, str]]:
-        out = []
+        out = [(m.start(), m.end(), "=" + pattern.pattern) for pattern in whole for m in pattern.finditer(text)]
         for m in _WORD.finditer(text):
             key = stem(m.group().lower())
             if key in stems:
                 out.append((m.start(), m.end(), key))
-        return out
+        return sorted(out)
 
     return find
 
@@ -86,7 +90,7 @@ def _lines(text: str) -> Iterable[str]:
 
 def _cut(line: str, found: list[tuple[int, int, str]], width: int) -> Window:
     if len(line) <= width:
-        return Window(line, [(s, e) for s, e, _ in found])
+        return Window(line, _outer([(s, e) for s, e, _ in found]))
     # the start (a match's start) whose window holds the most distinct keys
     best_start, best_rank = found[0][0], (-1, -1)
     for s, _, _ in found:
@@ -107,4 +111,9 @@ def _cut(line: str, found: list[tuple[int, int, str]], width: int) -> Window:
     suffix = ELLIPSIS if end < len(line) else ""
     shift = len(prefix) - start
     marks = [(a + shift, b + shift) for a, b, _ in found if a >= start and b <= end]
-    return Window(prefix + line[start:end] + suffix, marks)
+    return Window(prefix + line[start:end] + suffix, _outer(marks))
+
+
+def _outer(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` without those inside another (a word of a whole identifier that is marked too)."""
+    return [(s, e) for s, e in spans if not any(a <= s and e <= b and (a, b) != (s, e) for a, b in spans)]
