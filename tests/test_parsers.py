@@ -919,3 +919,29 @@ def test_rst_file_wide_metadata_is_no_text() -> None:
 
     doc = parse_rst(":orphan:\n:tocdepth: 2\n\nJQuery\n======\n\nText here.\n\n:Parameters: shelf -- the shelf\n")
     assert [b.text for s in doc.sections for b in s.blocks] == ["# JQuery", "Text here.", "Parameters: shelf -- the shelf"]
+
+
+def test_doc_references_show_the_title_of_the_document_they_name(tmp_path: Path) -> None:
+    """Sphinx shows a ``:doc:`` (MyST ``{doc}``) reference as the target document's title: the file
+    is found from the citing page's folder (``/`` from the ingested folder), its suffix optional;
+    a target outside the folder or missing reads as its last part in words."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    (tmp_path / "patterns").mkdir()
+    (tmp_path / "patterns" / "appfactories.rst").write_text(".. _factories:\n\n=====================\nApplication Factories\n=====================\n\nText.\n")
+    (tmp_path / "tutorial.md").write_text("---\ntitle: The *Tutorial*\n---\n\n# Other\n")
+    (tmp_path / "outside.rst").write_text("Outside\n=======\n")
+    page = tmp_path / "patterns" / "dispatch.rst"
+    page.write_text("Dispatch\n========\n\nSee the :doc:`appfactories` pattern, :doc:`/tutorial`, "
+                    ":doc:`missing-page` and :doc:`../outside`.\n")
+    doc = parse_rst(page.read_text(), path=page, root=tmp_path / "patterns")
+    assert doc.sections[0].blocks[-1].text == ("See the Application Factories pattern, tutorial, missing page "
+                                               "and outside.")
+    doc = parse_rst(page.read_text(), path=page, root=tmp_path)
+    assert doc.sections[0].blocks[-1].text == ("See the Application Factories pattern, The Tutorial, missing page "
+                                               "and Outside.")
+    myst = tmp_path / "guide.md"
+    myst.write_text("# Guide\n\nRead {doc}`patterns/appfactories` first.\n")
+    assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == \
+        "Read Application Factories first."

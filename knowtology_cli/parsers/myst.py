@@ -33,6 +33,7 @@ from .sphinx import (
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
     code_language,
+    doc_title,
     show_role,
     version_label,
 )
@@ -82,17 +83,18 @@ def _closes(marks: str, line: str) -> bool:
     return closes_fence(marks, line)
 
 
-def _role(match: re.Match[str]) -> str:
+def _role(match: re.Match[str], title_of: Callable[[str], str] | None = None) -> str:
     name, text = match.group(1), match.group(3)
     base = name.rsplit(":", 1)[-1].lower()
     if base in ("pep", "rfc") and text.strip().isdigit():
         return f"{base.upper()} {text.strip()}"
-    shown = show_role(name, text)
+    shown = show_role(name, text, title_of)
     return shown if base in _WORD_ROLES else f"`{shown}`"
 
 
-def roles(line: str) -> str:
-    """``line`` with its roles as the text they show; a code span is code (```{x}` `` stays)."""
+def roles(line: str, title_of: Callable[[str], str] | None = None) -> str:
+    """``line`` with its roles as the text they show (``title_of``: a ``{doc}`` target's title); a
+    code span is code (```{x}` `` stays)."""
     if "}`" not in line:
         return line
     out: list[str] = []
@@ -100,7 +102,7 @@ def roles(line: str) -> str:
     while (found := _INLINE.search(line, at)) is not None:
         role = _ROLE.match(line, found.start()) if found.group(0).startswith("{") else None
         if role is not None:
-            out.append(line[at:found.start()] + _role(role))
+            out.append(line[at:found.start()] + _role(role, title_of))
             at = role.end()
             continue
         ticks = found.group(0) if not found.group(0).startswith("{") else ""
@@ -120,6 +122,10 @@ class _Reader:
     where: list[int] = field(default_factory=list)
     includes: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+
+    def _titles(self, here: Path | None) -> Callable[[str], str] | None:
+        """Titles of the documents a ``{doc}`` role in a file of ``here`` names."""
+        return (lambda target: doc_title(target, here, self.root)) if here is not None else None
 
     def add(self, line: str, at: int) -> None:
         self.out.append(line)
@@ -152,7 +158,7 @@ class _Reader:
                 self.add(line, at(i))
                 i += 1
                 continue
-            self.add("" if _NO_TEXT.fullmatch(line) else roles(line), at(i))
+            self.add("" if _NO_TEXT.fullmatch(line) else roles(line, self._titles(here)), at(i))
             i += 1
 
     def _directive(self, lines: list[str], i: int, opened: re.Match[str], at: Callable[[int], int],
@@ -203,7 +209,7 @@ class _Reader:
             label = ""  # a build condition or a file it points at is no text
         else:  # a tab's or card's title ("Python:"), or a description's signature
             label, signature = argument, base not in _CONTAINERS
-        label = roles(label)
+        label = roles(label, self._titles(here))
         if label and titled and not signature and not label.endswith((":", ".", "!", "?")):
             label += ":"  # "New in version 2.1: text", as the reST reader words it
         self.add(indent + label if label else "", head)

@@ -17,6 +17,7 @@ from .sphinx import (
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
     code_language,
+    doc_title,
     show_role,
     version_label,
 )
@@ -43,18 +44,21 @@ class _AnyOptions(dict):
         return True
 
 
-def _role_text(name: str, text: str) -> str:
-    """What a role shows (`sphinx.show_role`), docutils' backslash escapes undone first."""
+def _role_text(name: str, text: str, scope: _Includes | None = None) -> str:
+    """What a role shows (`sphinx.show_role`), docutils' backslash escapes undone first; with the
+    document's ``scope``, a ``:doc:`` shows the title of the document it names."""
     from docutils.utils import unescape  # deferred: heavy
 
-    return show_role(name, unescape(text))
+    title_of = (lambda target: doc_title(target, Path(scope.main).parent, scope.root)) if scope is not None else None
+    return show_role(name, unescape(text), title_of)
 
 
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
                   options: Any = None, content: Any = None) -> tuple[list[Any], list[Any]]:
     from docutils import nodes  # deferred: heavy
 
-    return [nodes.literal(rawtext, _role_text(name, text))], []
+    scope = getattr(inliner.document.settings, "kt_includes", None)
+    return [nodes.literal(rawtext, _role_text(name, text, scope))], []
 
 
 @cache

@@ -4,8 +4,11 @@ code or conditions, how Sphinx words its notes, and what a role shows."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
 
-from .inline import role_text
+from .inline import TITLED_TARGET, role_text
 
 #: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
 #: ``autoclass:: Name(args)`` and the like are kept like any unknown directive: the signature names
@@ -65,10 +68,14 @@ def cross_reference(text: str) -> str:
     return " ".join(last.replace("-", " ").replace("_", " ").split()) or text
 
 
-def show_role(name: str, text: str) -> str:
+def show_role(name: str, text: str, title_of: Callable[[str], str] | None = None) -> str:
     """What the role ``name`` (``func``, ``py:meth``, ``doc``) shows for ``text``, as Sphinx renders
-    it without looking anything up."""
+    it; ``title_of`` gives the title of the document a ``:doc:`` target names ("" when unknown)."""
     base = name.rsplit(":", 1)[-1]
+    if base == "doc" and title_of is not None and not _EXPLICIT_TITLE.match(text):
+        found = title_of(text.strip().lstrip("~!"))
+        if found:
+            return found
     if base in CROSS_REFERENCE_ROLES:
         return cross_reference(text)
     shown = role_text(text)
@@ -79,3 +86,47 @@ def version_label(name: str, argument: str) -> str:
     """The lead of a version note: ``New in version 2.1: what`` from ``versionadded`` and ``2.1 what``."""
     version, *rest = argument.split(None, 1)
     return f"{LABELS[name]} {version}: {' '.join(rest[0].split())}" if rest else f"{LABELS[name]} {version}"
+
+
+#: How many bytes of a document are read for its title.
+_TITLE_HEAD = 65536
+#: A reST section title: an optional overline, the title, an underline of one punctuation character.
+_RST_TITLE = re.compile(r"^(?:([=\-~^\"'`:#*+_<>.])\1{2,}[ \t]*\n)?[ \t]*(\S[^\n]*?)[ \t]*\n"
+                        r"([=\-~^\"'`:#*+_<>.])\3{2,}[ \t]*$", re.M)
+#: A Markdown document's title: front matter ``title:`` or its first ``#`` heading.
+_MD_TITLE = re.compile(r"\A---[ \t]*\n(?:.*\n)*?title:[ \t]*(.+?)[ \t]*\n|^#[ \t]+(.+?)[ \t#]*$", re.M)
+#: Inline markup marks in a title (``*attrs*``, ````code````, a role's name).
+_TITLE_MARKS = re.compile(r"(?<![\w`]):[\w:.+-]+:(?=`)|[*`]+|\{[\w:.+-]+\}(?=`)")
+#: File names a ``:doc:`` target may stand for, in Sphinx's usual source suffixes.
+DOC_SUFFIXES = (".rst", ".txt", ".md", ".rest")
+
+
+def doc_title(target: str, folder: Path, root: Path) -> str:
+    """The title of the document a ``:doc:`` target names, as Sphinx shows it: ``target`` counts
+    from ``folder``, the citing document's (a leading ``/`` from ``root``), with or without its
+    suffix; "" when no such file lies inside ``root`` or it has no title."""
+    if not target or TITLED_TARGET.match(target):
+        return ""
+    base = root / target.lstrip("/") if target.startswith("/") else folder / target
+    for suffix in ("", *DOC_SUFFIXES):
+        candidate = base.with_name(base.name + suffix)
+        try:
+            real = candidate.resolve()
+            if real.is_relative_to(root.resolve()) and real.is_file():
+                stat = real.stat()
+                return _title(real.as_posix(), stat.st_mtime_ns, stat.st_size)
+        except (OSError, RuntimeError, ValueError):
+            continue
+    return ""
+
+
+@lru_cache(maxsize=4096)
+def _title(path: str, _mtime: int, _size: int) -> str:
+    """The first title of the file at ``path`` (the stamp keys the cache to its version)."""
+    with open(path, "rb") as handle:
+        head = handle.read(_TITLE_HEAD).decode("utf-8", "replace").replace("\r\n", "\n")
+    found = _MD_TITLE.search(head) if path.endswith(".md") else _RST_TITLE.search(head)
+    if found is None:
+        return ""
+    title = (found.group(1) or found.group(2)) if path.endswith(".md") else found.group(2)
+    return " ".join(_TITLE_MARKS.sub("", title).split()).strip("'\"")
