@@ -442,6 +442,8 @@ class Namer:
                 continue
             item = self.items[row]
             snippet = make_snippet(item.text, item.title, self.params.passage_chars)
+            if snippet.endswith((":", ";", ",")):  # it introduces what follows ("like this:"): it goes on
+                snippet = snippet[:-1].rstrip() + "…"
             snippet = snippet if snippet.endswith((".", "…", "?", "!")) else snippet + "."
             shown = "".join(snippet.split())
             if snippet in out or sum(ch.isalpha() for ch in shown) < self.params.passage_letter_share * len(shown):
