@@ -945,3 +945,28 @@ def test_doc_references_show_the_title_of_the_document_they_name(tmp_path: Path)
     myst.write_text("# Guide\n\nRead {doc}`patterns/appfactories` first.\n")
     assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == \
         "Read Application Factories first."
+
+
+def test_literalinclude_reads_code_inside_the_folder_and_names_the_rest(tmp_path: Path) -> None:
+    """``literalinclude`` (reST and MyST) shows the file's lines as code naming its language (the
+    ``:language:`` option, else the file name as Pygments reads it), with ``:lines:`` /
+    ``:start-after:`` applied; a file outside the ingested folder is named, not read."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    docs = tmp_path / "docs"
+    (docs / "examples").mkdir(parents=True)
+    (docs / "examples" / "recount.py").write_text("import pantry\n# start\ndef recount(shelf):\n    return shelf.count()\n")
+    (tmp_path / "LICENSE.txt").write_text("SECRET TERMS\n")
+    page = docs / "guide.rst"
+    page.write_text("Guide\n=====\n\n.. literalinclude:: examples/recount.py\n   :start-after: # start\n\n"
+                    ".. literalinclude:: /examples/recount.py\n   :language: text\n   :lines: 1\n\n"
+                    ".. literalinclude:: ../LICENSE.txt\n")
+    doc = parse_rst(page.read_text(), path=page, root=docs)
+    code = [b.text for s in doc.sections for b in s.blocks if b.kind == "code"]
+    assert code == ["```python\ndef recount(shelf):\n    return shelf.count()\n```", "```text\nimport pantry\n```"]
+    assert doc.unread == ("../LICENSE.txt (outside the ingested folder)",)
+    myst = docs / "guide.md"
+    myst.write_text("# Guide\n\n```{literalinclude} examples/recount.py\n:lines: 3-4\n```\n")
+    doc = parse_markdown(myst.read_text(), path=myst, root=docs)
+    assert [b.text for b in doc.sections[0].blocks][1] == "```python\ndef recount(shelf):\n    return shelf.count()\n```"

@@ -11,7 +11,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 9, "rst": 13, "html": 12, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 10, "rst": 14, "html": 12, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -104,3 +104,44 @@ def read_fragment(target: Path, root: Path, stack: tuple[str, ...] = ()) -> tupl
     except (OSError, RuntimeError, UnicodeDecodeError):  # a link loop, a permission error, not UTF-8
         return target, None, "not a readable UTF-8 text file"
     return real, text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), ""
+
+
+def select_lines(lines: list[str], options: dict[str, str]) -> list[str]:
+    """The part of an included file its directive's options ask for, as Sphinx and docutils read
+    them: ``start-after``/``end-before`` (text markers), ``start-line``/``end-line`` (0-based, end
+    excluded) and ``lines`` (1-based, ``1,3,5-10,20-``); any option that does not parse is ignored."""
+    text = "\n".join(lines)
+    if options.get("start-after") and options["start-after"] in text:
+        text = text.split(options["start-after"], 1)[1].split("\n", 1)[-1]
+    if options.get("end-before") and options["end-before"] in text:
+        text = text.split(options["end-before"], 1)[0].rsplit("\n", 1)[0]
+    out = text.split("\n")
+    first, last = options.get("start-line", ""), options.get("end-line", "")
+    out = out[int(first) if first.isdigit() else 0: int(last) if last.isdigit() else len(out)]
+    spans = options.get("lines", "").replace(" ", "")
+    if spans and all(part.replace("-", "").isdigit() or part.endswith("-") and part[:-1].isdigit()
+                     for part in spans.split(",")):
+        picked: list[str] = []
+        for part in spans.split(","):
+            start, _, end = part.partition("-")
+            begin = max(int(start or 1), 1) - 1
+            picked.extend(out[begin:(int(end) if end else len(out)) if "-" in part else begin + 1])
+        out = picked
+    return out
+
+
+def code_language_of(path: Path, named: str = "") -> str:
+    """The language to name on a fence of code read from ``path``: ``named`` (a ``:language:``
+    option) when given, else what Pygments, the highlighter Sphinx uses, says of the file name
+    ("" for plain text)."""
+    if named.strip():
+        return named.strip().split()[0].lower()
+    from pygments.lexers import find_lexer_class_for_filename  # deferred: only for included code
+    from pygments.util import ClassNotFound  # deferred: with the lexers above
+
+    try:
+        lexer = find_lexer_class_for_filename(path.name)
+    except ClassNotFound:
+        return ""
+    aliases = getattr(lexer, "aliases", None) or []
+    return "" if lexer is None or not aliases or aliases[0] == "text" else str(aliases[0])

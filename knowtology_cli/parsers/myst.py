@@ -1,19 +1,5 @@
 """MyST Markdown (Sphinx's Markdown, as MyST-Parser and Jupyter Book read it) rewritten to the
-Markdown it shows, line by line, before the Markdown parser reads it.
-
-* A role, ``{func}`attrs.define``` or ``{doc}`Overview <overview>```, reads as Sphinx shows it
-  (`sphinx.show_role`): code roles as code spans, cross-references and terms as words.
-* A directive fenced with backticks or colons (``` ```{note} ```, ``:::{warning}``) reads as what it
-  stands for: an admonition or version note as its label and its text (``Note: …``, as the reST
-  reader words it), a code directive as a fenced block naming its language, ``{include}`` as the
-  file's lines (inside the ingested folder only), ``{eval-rst}`` as its reST rendered, navigation
-  (``{toctree}``) as nothing, any other directive as its argument and its content; its option
-  lines (``:caption: …``, a ``---`` block) are no text.
-* Targets (``(label)=``), comments (``% …``) and block breaks (``+++``) are no text.
-
-Only a document that uses MyST's syntax is rewritten (`uses_myst`); line numbers are kept, except
-where an include adds lines (each then cites the directive's line).
-"""
+Markdown it shows, line by line, before the Markdown parser reads it (`read_myst`)."""
 
 from __future__ import annotations
 
@@ -22,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .base import read_fragment
+from .base import code_language_of, read_fragment, select_lines
 from .inline import FENCE_LINE, closes_fence
 from .sphinx import (
     ADMONITIONS,
@@ -180,8 +166,7 @@ class _Reader:
         for j in range(i + 1, start - 1):
             self.add("", at(j))
         head = at(i)  # what the opening becomes cites the directive's line
-        if base in NAVIGATION_DIRECTIVES or base in _NOTHING or base == "include" or base == "eval-rst" \
-                or base in CODE_DIRECTIVES:
+        if base in NAVIGATION_DIRECTIVES or base in _NOTHING or base == "eval-rst" or base in CODE_DIRECTIVES:
             stop = next((j for j in range(start, len(lines)) if _closes(marks, lines[j])), len(lines))
             body = lines[start:stop]
             if base in CODE_DIRECTIVES:
@@ -192,8 +177,8 @@ class _Reader:
                 self.add(indent + fence, at(min(stop, len(lines) - 1)))
             else:
                 self.add("", head)
-                if base == "include":
-                    self._include(argument, options, at(i), here, stack)
+                if base in ("include", "literalinclude"):
+                    self._include(argument, options, at(i), here, stack, literal=base == "literalinclude")
                 elif base == "eval-rst":
                     self._rst(body, at(i))
                 self.add("", at(min(stop, len(lines) - 1)))
@@ -219,7 +204,8 @@ class _Reader:
         return start
 
     def _include(self, argument: str, options: dict[str, str], at: int, here: Path | None,
-                 stack: tuple[str, ...]) -> None:
+                 stack: tuple[str, ...], literal: bool = False) -> None:
+        """Read the file an ``{include}`` (``literal``: a ``{literalinclude}``, as code) names."""
         if here is None:
             self.unread.append(f"{argument} (no file to resolve it from)")
             return
@@ -228,20 +214,17 @@ class _Reader:
         if lines is None:
             self.unread.append(f"{argument} ({why})")
             return
-        text = "\n".join(lines)
-        if options.get("start-after") and options["start-after"] in text:
-            text = text.split(options["start-after"], 1)[1]
-        if options.get("end-before") and options["end-before"] in text:
-            text = text.split(options["end-before"], 1)[0]
-        lines = text.split("\n")
-        first = int(options["start-line"]) if options.get("start-line", "").isdigit() else 0
-        last = int(options["end-line"]) if options.get("end-line", "").isdigit() else len(lines)
+        lines = select_lines(lines, options)
         if real.as_posix() not in self.includes:
             self.includes.append(real.as_posix())
-        if real.suffix.lower() in (".rst", ".rest", ".txt") and not uses_myst(text):
-            self._rst(lines[first:last], at)
+        if literal:
+            fence = "````" if any("```" in line for line in lines) else "```"
+            for line in [fence + code_language_of(real, options.get("language", "")), *lines, fence]:
+                self.add(line, at)
+        elif real.suffix.lower() in (".rst", ".rest", ".txt") and not uses_myst("\n".join(lines)):
+            self._rst(lines, at)
         else:
-            self.read(lines[first:last], lambda _: at, real.parent, (*stack, real.as_posix()))
+            self.read(lines, lambda _: at, real.parent, (*stack, real.as_posix()))
 
     def _rst(self, lines: list[str], at: int) -> None:
         """reST text (``{eval-rst}``, an included ``.rst``) rendered by the reST reader, citing ``at``."""
@@ -257,7 +240,21 @@ class _Reader:
 
 def read_myst(lines: list[str], where: list[int] | None, path: Path | None,
               root: Path | None) -> tuple[list[str], list[int], list[str], list[str]]:
-    """``lines`` of a MyST document as the Markdown they show (see the module's notes).
+    """``lines`` of a MyST document as the Markdown they show.
+
+    * A role, ``{func}`attrs.define``` or ``{doc}`Overview <overview>```, reads as Sphinx shows it
+      (`sphinx.show_role`): code roles as code spans, cross-references and terms as words, a
+      ``{doc}`` as the title of the page it names.
+    * A directive fenced with backticks or colons (``` ```{note} ```, ``:::{warning}``) reads as what
+      it stands for: an admonition or version note as its label and its text (``Note: …``, as the
+      reST reader words it), a code directive as a fenced block naming its language, ``{include}``
+      as the file's lines and ``{literalinclude}`` as its code (inside the ingested folder only),
+      ``{eval-rst}`` as its reST rendered, navigation (``{toctree}``) as nothing, any other directive
+      as its argument and its content; its option lines (``:caption: …``, a ``---`` block) are no text.
+    * Targets (``(label)=``), comments (``% …``) and block breaks (``+++``) are no text.
+
+    Only a document that uses MyST's syntax is rewritten (`uses_myst`); each line out keeps the
+    number of the line it comes from; included lines cite the directive's line.
 
     ``where`` gives each line's number in the file (None: line i is number i + 1); ``path`` is the
     file (``{include}`` resolves against its folder, a leading ``/`` against ``root``; without it no

@@ -8,7 +8,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .base import MAX_INCLUDE_BYTES, Block, Document, Section, parser_version
+from .base import (
+    MAX_INCLUDE_BYTES,
+    Block,
+    Document,
+    Section,
+    code_language_of,
+    parser_version,
+    read_fragment,
+    select_lines,
+)
 from .inline import table_text
 from .sphinx import (
     CODE_DIRECTIVES,
@@ -209,6 +218,46 @@ def _include_directive() -> Any:
     return ReadInclude
 
 
+@cache
+def _literal_include_directive() -> Any:
+    from docutils import nodes  # deferred: heavy
+    from docutils.parsers.rst import Directive  # deferred: heavy
+
+    class ReadLiteralInclude(Directive):
+        """Sphinx's ``literalinclude``: the file's lines (``lines``, ``start-after`` … as asked) as a
+        code block naming its language, read only inside the ingested folder (`_Includes`)."""
+
+        required_arguments = 1
+        final_argument_whitespace = True
+        option_spec = _AnyOptions()
+
+        def run(self) -> list[Any]:
+            marker = nodes.comment()
+            _place(self, marker)
+            scope: _Includes | None = getattr(self.state.document.settings, "kt_includes", None)
+            if scope is None:
+                return [marker]
+            argument = self.arguments[0].strip()
+            current = Path(self.state.document.current_source or scope.main)
+            target = scope.root / argument.lstrip("/") if argument.startswith("/") else current.parent / argument
+            real, lines, why = read_fragment(target, scope.root, (scope.main,))
+            if lines is None:
+                scope.unread.append(f"{argument} ({why})")
+                return [marker]
+            options = {k: str(v) for k, v in self.options.items()}
+            text = "\n".join(select_lines(lines, options)).strip("\n")
+            block = nodes.literal_block(text, text)
+            language = code_language_of(real, options.get("language", ""))
+            if language:
+                block["language"] = language
+            if real.as_posix() not in scope.files:
+                scope.files.append(real.as_posix())
+            _place(self, block)
+            return [block]
+
+    return ReadLiteralInclude
+
+
 def _place(directive: Any, node: Any) -> None:
     """Give ``node`` the file and line docutils maps the directive to (its lineno counts included lines)."""
     node.source, node.line = directive.state_machine.get_source_and_line(directive.lineno)
@@ -226,6 +275,9 @@ def _prepare(text: str) -> None:
     for name in set(_DIRECTIVE_USE.findall(text)):
         if name == "include":
             directives.register_directive(name, _include_directive())
+            continue
+        if name == "literalinclude":
+            directives.register_directive(name, _literal_include_directive())
             continue
         if name in ("code-block", "sourcecode", "contents", "sectnum", "raw", "header", "footer", "meta", "title", "class",
                     "role", "target-notes"):
