@@ -46,16 +46,11 @@ def hit_group(hit: Hit) -> str:
     return hit.path or hit.file_name or "(unmapped)"
 
 
-def grouped_hits(hits: list[Hit]) -> list[tuple[str, list[Hit]]]:
-    """Hits in rank order, each run of neighbours that share a `hit_group` under one heading: a
-    reader who reads top-down reads the ranking (a group that comes back lower is headed again)."""
-    groups: list[tuple[str, list[Hit]]] = []
+def grouped_hits(hits: list[Hit]) -> dict[str, list[Hit]]:
+    """Hits by `hit_group`, groups in order of their best hit, hits in rank order within a group."""
+    groups: dict[str, list[Hit]] = {}
     for h in hits:
-        group = hit_group(h)
-        if groups and groups[-1][0] == group:
-            groups[-1][1].append(h)
-        else:
-            groups.append((group, [h]))
+        groups.setdefault(hit_group(h), []).append(h)
     return groups
 
 
@@ -79,15 +74,15 @@ def copies_text(hit: Hit, shown: int = 2) -> str:
 
 
 def search_text(result: SearchResult, *, context: bool = False) -> str:
-    """Hits in rank order under their path (``path`` line, then `` [chunk_id] snippet score`` lines;
-    see `grouped_hits`); or a context block with ``context``."""
+    """Hits grouped under their path (``path`` line, then `` [chunk_id] snippet score`` lines, best
+    group first); or a context block with ``context``."""
     if not result.hits:
         return f"No results for '{result.query}'."
     if context:
         return "\n".join(f"- [{h.chunk_id}] ({h.path or h.file_name}) {h.snippet}{copies_text(h)}"
                          for h in result.hits)
     lines: list[str] = []
-    for group, hits in grouped_hits(result.hits):
+    for group, hits in grouped_hits(result.hits).items():
         lines.append(group)
         lines.extend(hit_line(h) for h in hits)
     return "\n".join(lines)

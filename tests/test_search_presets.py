@@ -179,19 +179,17 @@ def test_hit_lines_are_grouped_by_path_and_keep_every_id(kb) -> None:
         heading = max(i for i, line in enumerate(lines) if not line.startswith(" ")
                       and i < next(j for j, x in enumerate(lines) if x.startswith(f" [{h.chunk_id}]")))
         assert lines[heading] == (h.path or h.file_name)
-    shown = [line.split("]")[0].strip(" [") for line in lines if line.startswith(" [")]
-    assert shown == [h.chunk_id for h in result.hits]  # read top-down, the lines are the ranking
     headings = [line for line in lines if not line.startswith(" ")]
-    assert all(a != b for a, b in zip(headings, headings[1:], strict=False))  # neighbours share one heading
+    assert len(headings) == len(set(headings))  # one heading per group
 
 
-def test_hit_lines_keep_rank_order_when_paths_interleave() -> None:
-    """A path that comes back lower in the ranking is headed again rather than pulling its hit up:
-    grouping never reorders hits (a reader or an agent takes the order as the rank)."""
+def test_a_path_stands_where_its_best_hit_ranks() -> None:
+    """Hits of one path are listed together (a site's results, as search engines group them): the
+    path stands at its best hit's rank and its hits follow in rank order."""
     from knowtology_cli.models import Hit, SearchResult
     from knowtology_cli.render import search_text
 
     hits = [Hit(chunk_id=f"c{i}", path=path, snippet=f"s{i}", score=1 - i / 10)
-            for i, path in enumerate(["A › x", "A › x", "B › y", "A › x"])]
+            for i, path in enumerate(["A › x", "B › y", "A › x", "C › z"])]
     assert search_text(SearchResult(query="q", mode="keyword", hits=hits)).splitlines() == [
-        "A › x", " [c0] s0 1.00", " [c1] s1 .90", "B › y", " [c2] s2 .80", "A › x", " [c3] s3 .70"]
+        "A › x", " [c0] s0 1.00", " [c2] s2 .80", "B › y", " [c1] s1 .90", "C › z", " [c3] s3 .70"]

@@ -156,7 +156,7 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
     if not result.hits:
         out.print(f"No results for '{result.query}'.", markup=False)
         return
-    for group, hits in text.grouped_hits(result.hits):
+    for group, hits in text.grouped_hits(result.hits).items():
         out.print(f"[cyan]{escape(group)}[/]")
         for h in hits:
             snippet = text.trim(h.snippet, text.SNIPPET_CHARS)
