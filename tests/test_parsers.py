@@ -970,3 +970,26 @@ def test_literalinclude_reads_code_inside_the_folder_and_names_the_rest(tmp_path
     myst.write_text("# Guide\n\n```{literalinclude} examples/recount.py\n:lines: 3-4\n```\n")
     doc = parse_markdown(myst.read_text(), path=myst, root=docs)
     assert [b.text for b in doc.sections[0].blocks][1] == "```python\ndef recount(shelf):\n    return shelf.count()\n```"
+
+
+def test_ref_labels_show_the_title_of_the_section_they_stand_above(tmp_path: Path) -> None:
+    """``:ref:`label``` (MyST ``{ref}``) shows the title of the section the label stands above, in any
+    document of the ingested folder (stacked labels, overlined titles, MyST targets); an unknown
+    label reads as its words."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    (tmp_path / "security.rst").write_text(
+        "Security\n========\n\n.. _security-xss:\n.. _xss:\n\nCross Site Scripting (XSS)\n"
+        "--------------------------\n\nText.\n\n.. _not-a-title:\n\nA paragraph.\n")
+    (tmp_path / "intro.md").write_text("(first-steps)=\n\n# First *steps*\n")
+    page = tmp_path / "uploads.rst"
+    page.write_text("Uploads\n=======\n\nSee :ref:`security-xss`, :ref:`XSS`, :ref:`first-steps` and "
+                    ":ref:`not-a-title`.\n")
+    doc = parse_rst(page.read_text(), path=page, root=tmp_path)
+    assert doc.sections[0].blocks[-1].text == ("See Cross Site Scripting (XSS), Cross Site Scripting (XSS), "
+                                               "First steps and not a title.")
+    myst = tmp_path / "guide.md"
+    myst.write_text("# Guide\n\nMind {ref}`xss`.\n")
+    assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == \
+        "Mind Cross Site Scripting (XSS)."

@@ -18,8 +18,8 @@ from .sphinx import (
     LABELS,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
+    Titles,
     code_language,
-    doc_title,
     show_role,
     version_label,
 )
@@ -69,18 +69,18 @@ def _closes(marks: str, line: str) -> bool:
     return closes_fence(marks, line)
 
 
-def _role(match: re.Match[str], title_of: Callable[[str], str] | None = None) -> str:
+def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None) -> str:
     name, text = match.group(1), match.group(3)
     base = name.rsplit(":", 1)[-1].lower()
     if base in ("pep", "rfc") and text.strip().isdigit():
         return f"{base.upper()} {text.strip()}"
-    shown = show_role(name, text, title_of)
+    shown = show_role(name, text, titles)
     return shown if base in _WORD_ROLES else f"`{shown}`"
 
 
-def roles(line: str, title_of: Callable[[str], str] | None = None) -> str:
-    """``line`` with its roles as the text they show (``title_of``: a ``{doc}`` target's title); a
-    code span is code (```{x}` `` stays)."""
+def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
+    """``line`` with its roles as the text they show (``titles``: see `sphinx.show_role`); a code
+    span is code (```{x}` `` stays)."""
     if "}`" not in line:
         return line
     out: list[str] = []
@@ -88,7 +88,7 @@ def roles(line: str, title_of: Callable[[str], str] | None = None) -> str:
     while (found := _INLINE.search(line, at)) is not None:
         role = _ROLE.match(line, found.start()) if found.group(0).startswith("{") else None
         if role is not None:
-            out.append(line[at:found.start()] + _role(role, title_of))
+            out.append(line[at:found.start()] + _role(role, titles))
             at = role.end()
             continue
         ticks = found.group(0) if not found.group(0).startswith("{") else ""
@@ -108,10 +108,15 @@ class _Reader:
     where: list[int] = field(default_factory=list)
     includes: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    titles: dict[Path, Titles] = field(default_factory=dict)
 
-    def _titles(self, here: Path | None) -> Callable[[str], str] | None:
-        """Titles of the documents a ``{doc}`` role in a file of ``here`` names."""
-        return (lambda target: doc_title(target, here, self.root)) if here is not None else None
+    def _titles(self, here: Path | None) -> Titles | None:
+        """Titles of what ``{doc}`` and ``{ref}`` roles in a file of ``here`` name."""
+        if here is None:
+            return None
+        if here not in self.titles:
+            self.titles[here] = Titles(here, self.root)
+        return self.titles[here]
 
     def add(self, line: str, at: int) -> None:
         self.out.append(line)

@@ -25,8 +25,8 @@ from .sphinx import (
     LABELS,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
+    Titles,
     code_language,
-    doc_title,
     show_role,
     version_label,
 )
@@ -58,8 +58,7 @@ def _role_text(name: str, text: str, scope: _Includes | None = None) -> str:
     document's ``scope``, a ``:doc:`` shows the title of the document it names."""
     from docutils.utils import unescape  # deferred: heavy
 
-    title_of = (lambda target: doc_title(target, Path(scope.main).parent, scope.root)) if scope is not None else None
-    return show_role(name, unescape(text), title_of)
+    return show_role(name, unescape(text), scope.titles if scope is not None else None)
 
 
 def _generic_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
@@ -149,6 +148,7 @@ class _Includes:
         self.lines: dict[str, int] = {}
         self.files: list[str] = []
         self.unread: list[str] = []
+        self.titles = Titles(Path(main).parent, self.root)  # what :doc: and :ref: targets are titled
 
 
 @cache

@@ -68,12 +68,13 @@ def cross_reference(text: str) -> str:
     return " ".join(last.replace("-", " ").replace("_", " ").split()) or text
 
 
-def show_role(name: str, text: str, title_of: Callable[[str], str] | None = None) -> str:
+def show_role(name: str, text: str, titles: Callable[[str, str], str] | None = None) -> str:
     """What the role ``name`` (``func``, ``py:meth``, ``doc``) shows for ``text``, as Sphinx renders
-    it; ``title_of`` gives the title of the document a ``:doc:`` target names ("" when unknown)."""
+    it; ``titles(role, target)`` gives the title a ``:doc:`` or ``:ref:`` target names ("" when
+    unknown; see `Titles`)."""
     base = name.rsplit(":", 1)[-1]
-    if base == "doc" and title_of is not None and not _EXPLICIT_TITLE.match(text):
-        found = title_of(text.strip().lstrip("~!"))
+    if base in ("doc", "ref") and titles is not None and not _EXPLICIT_TITLE.match(text):
+        found = titles(base, text.strip().lstrip("~!"))
         if found:
             return found
     if base in CROSS_REFERENCE_ROLES:
@@ -130,3 +131,82 @@ def _title(path: str, _mtime: int, _size: int) -> str:
         return ""
     title = (found.group(1) or found.group(2)) if path.endswith(".md") else found.group(2)
     return " ".join(_TITLE_MARKS.sub("", title).split()).strip("'\"")
+
+
+#: A label line, ``.. _label:``.
+_LABEL_LINE = re.compile(r"\.\. _([^:`\n][^:\n]*):[ \t]*$")
+#: A MyST target line, ``(label)=``.
+_MYST_LABEL_LINE = re.compile(r"\(([^()\s][^()]*)\)=[ \t]*$")
+#: A line of one punctuation character repeated: a reST title's adornment.
+_ADORNMENT = re.compile(r"([=\-~^\"'`:#*+_<>.])\1{2,}[ \t]*$")
+#: A Markdown ATX heading.
+_ATX = re.compile(r"#{1,6}[ \t]+(.+?)[ \t#]*$")
+
+
+class Titles:
+    """The titles Sphinx shows for cross-references made from a document in ``folder``: a ``:doc:``
+    target's page title (`doc_title`), a ``:ref:`` label's section title. Labels are those of the
+    documents inside ``root`` (``.. _label:`` or MyST's ``(label)=`` right above a title), read once
+    per instance, when the first ``:ref:`` asks."""
+
+    def __init__(self, folder: Path, root: Path) -> None:
+        self.folder, self.root = folder, root
+        self._labels: dict[str, str] | None = None
+
+    def __call__(self, role: str, target: str) -> str:
+        if role == "doc":
+            return doc_title(target, self.folder, self.root)
+        if self._labels is None:
+            self._labels = label_titles(self.root)
+        return self._labels.get(target.strip().lower(), "")
+
+
+def label_titles(root: Path) -> dict[str, str]:
+    """Every section label of the documents inside ``root`` (lower case, as Sphinx compares them)
+    with the title it stands above; cached per version of the folder's documents."""
+    stamps = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix.lower() in DOC_SUFFIXES and not any(part.startswith(".") for part in path.relative_to(root).parts):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            if stat.st_size <= MAX_LABEL_FILE_BYTES:
+                stamps.append((path.as_posix(), stat.st_mtime_ns, stat.st_size))
+    return _labels_of(tuple(stamps))
+
+
+#: The largest document read for its labels (bytes).
+MAX_LABEL_FILE_BYTES = 2_000_000
+
+
+@lru_cache(maxsize=8)
+def _labels_of(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path, *_ in stamps:
+        try:
+            lines = Path(path).read_bytes().decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
+        except OSError:
+            continue
+        pending: list[str] = []
+        for i, line in enumerate(lines):
+            label = _LABEL_LINE.match(line) or _MYST_LABEL_LINE.match(line)
+            if label:
+                pending.append(label.group(1).strip().lower())
+                continue
+            if not line.strip() or not pending:
+                continue
+            title = ""
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            heading = _ATX.match(line) if path.endswith(".md") else None
+            if heading:
+                title = heading.group(1)
+            elif _ADORNMENT.match(line) and i + 2 < len(lines) and _ADORNMENT.match(lines[i + 2]):
+                continue  # an overline: the title is on the next line
+            elif _ADORNMENT.match(after) and len(after.strip()) >= len(line.strip()):
+                title = line
+            for name in pending:
+                if title:
+                    found.setdefault(name, " ".join(_TITLE_MARKS.sub("", title).split()))
+            pending = []
+    return found
