@@ -4,6 +4,7 @@ code or conditions, how Sphinx words its notes, and what a role shows."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -163,50 +164,67 @@ class Titles:
 
 def label_titles(root: Path) -> dict[str, str]:
     """Every section label of the documents inside ``root`` (lower case, as Sphinx compares them)
-    with the title it stands above; cached per version of the folder's documents."""
-    stamps = []
-    for path in sorted(root.rglob("*")):
-        if path.suffix.lower() in DOC_SUFFIXES and not any(part.startswith(".") for part in path.relative_to(root).parts):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            if stat.st_size <= MAX_LABEL_FILE_BYTES:
-                stamps.append((path.as_posix(), stat.st_mtime_ns, stat.st_size))
-    return _labels_of(tuple(stamps))
+    with the title it stands above; cached per version of the folder's documents (the folder is
+    listed again at most every `LISTING_SECONDS`, so a run over many pages lists it a few times)."""
+    key = root.as_posix()
+    listed = _listings.get(key)
+    if listed is None or time.monotonic() - listed[0] > LISTING_SECONDS:
+        stamps = []
+        for path in sorted(root.rglob("*")):
+            if path.suffix.lower() in DOC_SUFFIXES and not any(p.startswith(".") for p in path.relative_to(root).parts):
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                if stat.st_size <= MAX_LABEL_FILE_BYTES:
+                    stamps.append((path.as_posix(), stat.st_mtime_ns, stat.st_size))
+        listed = (time.monotonic(), tuple(stamps))
+        _listings[key] = listed
+    return _labels_of(listed[1])
 
 
 #: The largest document read for its labels (bytes).
 MAX_LABEL_FILE_BYTES = 2_000_000
+#: How long a listing of a folder's documents serves `label_titles` (seconds).
+LISTING_SECONDS = 5.0
+_listings: dict[str, tuple[float, tuple[tuple[str, int, int], ...]]] = {}
 
 
 @lru_cache(maxsize=8)
 def _labels_of(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for path, *_ in stamps:
-        try:
-            lines = Path(path).read_bytes().decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
-        except OSError:
-            continue
-        pending: list[str] = []
-        for i, line in enumerate(lines):
-            label = _LABEL_LINE.match(line) or _MYST_LABEL_LINE.match(line)
-            if label:
-                pending.append(label.group(1).strip().lower())
-                continue
-            if not line.strip() or not pending:
-                continue
-            title = ""
-            after = lines[i + 1] if i + 1 < len(lines) else ""
-            heading = _ATX.match(line) if path.endswith(".md") else None
-            if heading:
-                title = heading.group(1)
-            elif _ADORNMENT.match(line) and i + 2 < len(lines) and _ADORNMENT.match(lines[i + 2]):
-                continue  # an overline: the title is on the next line
-            elif _ADORNMENT.match(after) and len(after.strip()) >= len(line.strip()):
-                title = line
-            for name in pending:
-                if title:
-                    found.setdefault(name, " ".join(_TITLE_MARKS.sub("", title).split()))
-            pending = []
+    for stamp in stamps:
+        for name, title in _file_labels(*stamp):
+            found.setdefault(name, title)
     return found
+
+
+@lru_cache(maxsize=65536)
+def _file_labels(path: str, _mtime: int, _size: int) -> tuple[tuple[str, str], ...]:
+    """The ``(label, title)`` pairs of one document (the stamp keys the cache to its version)."""
+    try:
+        lines = Path(path).read_bytes().decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
+    except OSError:
+        return ()
+    found: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for i, line in enumerate(lines):
+        label = _LABEL_LINE.match(line) or _MYST_LABEL_LINE.match(line)
+        if label:
+            pending.append(label.group(1).strip().lower())
+            continue
+        if not line.strip() or not pending:
+            continue
+        title = ""
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        heading = _ATX.match(line) if path.endswith(".md") else None
+        if heading:
+            title = heading.group(1)
+        elif _ADORNMENT.match(line) and i + 2 < len(lines) and _ADORNMENT.match(lines[i + 2]):
+            continue  # an overline: the title is on the next line
+        elif _ADORNMENT.match(after) and len(after.strip()) >= len(line.strip()):
+            title = line
+        if title:
+            found.extend((name, " ".join(_TITLE_MARKS.sub("", title).split())) for name in pending)
+        pending = []
+    return tuple(found)
