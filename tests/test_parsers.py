@@ -749,6 +749,115 @@ def test_html_docbook_navigation_bars_go_and_a_table_of_names_and_addresses_stay
                     "```\n<mime-info>\n```"]
 
 
+#: A rustdoc page in miniature, its markup as rustdoc writes it (classes, nesting), its words made up.
+RUSTDOC_PAGE = (
+    "<!DOCTYPE html><html><head><meta name='generator' content='rustdoc'><title>Tally in kit - Rust</title></head>"
+    "<body><nav class='sidebar'><ul><li><a href='#method.new'>new</a></li></ul></nav><main>"
+    "<section id='main-content' class='content'><div class='main-heading'>"
+    "<h1>Struct <span class='struct'>Tally</span>&nbsp;<button id='copy-path'>Copy item path</button></h1>"
+    "<span class='sub-heading'><span class='since'>1.2.0</span> · <a class='src' href='../src/t.rs.html#3'>Source</a>"
+    "</span></div>"
+    "<pre class='rust item-decl'><code>pub struct Tally&lt;T&gt;<div class='where'>where\n"
+    "    T: <a class='trait' href='trait.Count.html'>Count</a>,</div>{ /* private fields */ }</code></pre>"
+    "<details class='toggle top-doc' open><summary class='hideme'><span>Expand description</span></summary>"
+    "<div class='docblock'><p>A running count.</p></div></details>"
+    "<h2 id='implementations' class='section-header'>Implementations"
+    "<a href='#implementations' class='anchor'>§</a></h2>"
+    "<details class='toggle implementors-toggle' open><summary><section id='impl-Tally' class='impl'>"
+    "<a class='src rightside' href='../src/t.rs.html#9'>Source</a><a href='#impl-Tally' class='anchor'>§</a>"
+    "<h3 class='code-header'>impl&lt;T&gt; <a class='struct' href='struct.Tally.html'>Tally</a>&lt;T&gt;</h3>"
+    "</section></summary><div class='impl-items'>"
+    "<details class='toggle method-toggle' open><summary><section id='method.new' class='method'>"
+    "<span class='rightside'><span class='since'>1.2.0</span> · <a class='src' href='../src/t.rs.html#11'>Source</a>"
+    "</span><h4 class='code-header'>pub fn <a href='#method.new' class='fn'>new</a>() -&gt; Self</h4></section>"
+    "</summary><div class='docblock'><p>Makes an empty tally.</p>"
+    "<h5 id='examples'><a class='doc-anchor' href='#examples'>§</a>Examples</h5>"
+    "<div class='example-wrap'><pre class='rust rust-example-rendered'><code>let t = Tally::new();</code></pre>"
+    "</div></div></details>"
+    "<details class='toggle method-toggle' open><summary><section id='method.skip' class='method'>"
+    "<a class='src rightside' href='../src/t.rs.html#20'>Source</a><h4 class='code-header'>pub fn "
+    "<a href='#method.skip' class='fn'>skip</a>(&amp;mut self, n: <a class='primitive' href='p.usize.html'>usize</a>)"
+    " -&gt; <a class='struct' href='struct.Tally.html'>Tally</a>&lt;T&gt; "
+    "<a href='#' class='tooltip' data-notable-ty='Tally'>ⓘ</a><div class='where'>where\n"
+    "    T: <a class='trait' href='trait.Clone.html'>Clone</a>,</div></h4></section>"
+    "<span class='item-info'><div class='stab unstable'><span class='emoji'>🔬</span><span>This is a nightly-only "
+    "experimental API. (<code>tally_skip</code>&nbsp;<a href='https://example.org/i/7'>#7</a>)</span></div></span>"
+    "</summary><div class='docblock'><p>Skips <code>n</code> items.</p>"
+    "<h5 id='examples-1'><a class='doc-anchor' href='#examples-1'>§</a>Examples</h5>"
+    "<div class='example-wrap'><pre class='rust rust-example-rendered'><code>t.skip(2);</code></pre></div></div>"
+    "</details></div></details>"
+    "<h2 id='trait-implementations' class='section-header'>Trait Implementations"
+    "<a href='#trait-implementations' class='anchor'>§</a></h2>"
+    "<details class='toggle implementors-toggle' open><summary><section id='impl-Clone-for-Tally' class='impl'>"
+    "<a class='src rightside' href='../src/t.rs.html#30'>Source</a><a href='#impl-Clone-for-Tally' class='anchor'>§</a>"
+    "<h3 class='code-header'>impl <a class='trait' href='trait.Clone.html'>Clone</a> for "
+    "<a class='struct' href='struct.Tally.html'>Tally</a></h3></section></summary><div class='impl-items'>"
+    "<details class='toggle method-toggle' open><summary><section id='method.clone' class='method trait-impl'>"
+    "<a class='src rightside' href='../src/t.rs.html#31'>Source</a><a href='#method.clone' class='anchor'>§</a>"
+    "<h4 class='code-header'>fn <a href='trait.Clone.html#tymethod.clone' class='fn'>clone</a>(&amp;self) -&gt; "
+    "<a class='struct' href='struct.Tally.html'>Tally</a></h4></section></summary>"
+    "<div class='docblock'>Returns a copy of the <code>Tally</code>. "
+    "<a href='trait.Clone.html#tymethod.clone'>Read more</a></div></details></div></details>"
+    "</section></main></body></html>")
+
+
+def test_html_rustdoc_methods_are_sections_and_its_furniture_goes() -> None:
+    """rustdoc names itself in ``<meta name="generator">`` and sets each impl and method signature as
+    a heading in its toggle's ``<summary>``: each method is a section with its Examples inside it. Its
+    "1.0.0 · Source" (``rightside``, ``sub-heading``) and "Expand description" (``summary.hideme``)
+    are its own furniture; the ``§`` and ``ⓘ`` marks (links to anchors) and a trait method's "Read
+    more" (a link to where its heading's link goes) are no text anywhere; a ``where`` clause set on a
+    line of its own stays apart from the signature; the unstable-API banner is a paragraph of its own;
+    and a method's id (``method.skip``) names no page furniture."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(RUSTDOC_PAGE)
+    impl = ("Struct Tally", "Implementations", "impl<T> Tally<T>")
+    skip = (*impl, "pub fn skip(&mut self, n: usize) -> Tally<T> where T: Clone,")
+    clone = ("Struct Tally", "Trait Implementations", "impl Clone for Tally", "fn clone(&self) -> Tally")
+    assert [(s.titles, b.text) for s in page.sections for b in s.blocks] == [
+        (("Struct Tally",), "# Struct Tally"),
+        (("Struct Tally",), "```\npub struct Tally<T>\nwhere\n    T: Count,\n{ /* private fields */ }\n```"),
+        (("Struct Tally",), "A running count."),
+        (impl[:2], "## Implementations"),
+        (impl, "### impl<T> Tally<T>"),
+        ((*impl, "pub fn new() -> Self"), "#### pub fn new() -> Self"),
+        ((*impl, "pub fn new() -> Self"), "Makes an empty tally."),
+        ((*impl, "pub fn new() -> Self", "Examples"), "##### Examples"),
+        ((*impl, "pub fn new() -> Self", "Examples"), "```\nlet t = Tally::new();\n```"),
+        (skip, "#### " + skip[-1]),
+        (skip, "🔬 This is a nightly-only experimental API. (tally_skip #7)"),
+        (skip, "Skips n items."),
+        ((*skip, "Examples"), "##### Examples"),
+        ((*skip, "Examples"), "```\nt.skip(2);\n```"),
+        (clone[:2], "## Trait Implementations"),
+        (clone[:3], "### impl Clone for Tally"),
+        (clone, "#### fn clone(&self) -> Tally"),
+        (clone, "Returns a copy of the Tally."),
+    ]
+
+
+def test_html_pointers_marks_and_phrases_read_as_a_browser_shows_them() -> None:
+    """A link that ends a passage and goes where the heading's own link goes points on ("Read more"
+    under a post's linked title on a blog's index); a link to an anchor with no word (``§``, ``↩``)
+    is a mark wherever it stands; text runs on into an element as written (``createHook,``), two
+    elements side by side with nothing between are parted (a stylesheet sets them apart); a heading
+    in a ``<summary>`` opens a section."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(
+        "<main><article><h2><a href='/posts/tides.html'>Tides</a></h2><p>How the moon pulls the sea. "
+        "<a href='/posts/tides.html'>Read more</a></p></article>"
+        "<div>Use <code>createHook</code>, not <code>AsyncHook</code>.<a href='#use'>§</a></div>"
+        "<div><span>Added in: v1.0</span><span>Deprecated since: v2.0</span></div>"
+        "<details><summary><h3>Options</h3></summary><p>All off by default.<a href='#r1'>↩</a></p></details></main>")
+    assert [(s.titles, b.text) for s in page.sections for b in s.blocks] == [
+        (("Tides",), "## Tides"), (("Tides",), "How the moon pulls the sea."),
+        (("Tides",), "Use createHook, not AsyncHook."), (("Tides",), "Added in: v1.0 Deprecated since: v2.0"),
+        (("Tides", "Options"), "### Options"), (("Tides", "Options"), "All off by default."),
+    ]
+
+
 def test_a_table_column_empty_in_every_row_is_left_out() -> None:
     """gtk-doc's parameter tables carry a third, always empty column for annotations."""
     from knowtology_cli.parsers.html import parse_html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import lxml.html
@@ -23,17 +24,51 @@ BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar"
                                 "pager", "share", "social", "masthead", "topbar",
                                 # DocBook's XSL stylesheets wrap each page's Prev/Home/Next bars in these
                                 "navheader", "navfooter"})
+
+
+@dataclass(frozen=True)
+class GeneratorMarkup:
+    """What a documentation generator that names itself (``<meta name="generator">``) says with its
+    own markup, beyond what the generic rules read.
+
+    Attributes:
+        furniture: whole class names it gives its page furniture.
+        ids_name_items: its ids are anchors made from the documented items' names (``method.skip``,
+            ``method.share_mode``), so words in them say nothing about the element's role.
+    """
+
+    furniture: frozenset[str] = frozenset()
+    ids_name_items: bool = False
+
+
+#: Generators by the first word of their ``<meta name="generator">``, lower-cased. rustdoc: the
+#: "1.0.0 · Source" at the right of each item (``rightside``; ``out-of-band``, ``since`` and
+#: ``srclink`` before 1.58) and of the page (``sub-heading``), and its toggles' labels ("Expand
+#: description": ``summary.hideme``).
+GENERATORS: dict[str, GeneratorMarkup] = {
+    "rustdoc": GeneratorMarkup(furniture=frozenset({"rightside", "sub-heading", "out-of-band", "since", "srclink",
+                                                    "hideme"}), ids_name_items=True),
+}
 #: A container with at least `LINK_MIN` links whose text is at least this share link text is a
 #: link list (a menu, a table of contents), not prose — readability's link-density rule.
 LINK_DENSITY = 0.5
 LINK_MIN = 3
 #: A list item at least this share link text is a link (a menu entry); below it says something more.
 LINK_ITEM = 0.8
-#: A link in a heading whose text has no word (``#``, ``¶``, ``§``) or is a bracketed label
-#: (``[src]``, ``[edit]``) is the heading's permalink or an action, not its title.
-_HEADING_ACTION = re.compile(r"[^\w]*|\[[^\]]*\]")
+#: A link in a heading that is a bracketed label (``[src]``, ``[edit]``) is an action, not its
+#: title; so is one to an anchor whose text has no word (``#``, ``¶``, ``§``): its permalink. A
+#: signature's ``()`` linking the unit type's page is a word of the title.
+_HEADING_ACTION = re.compile(r"\[[^\]]*\]")
+_WORD = re.compile(r"\w")
 #: The element `_clean` leaves where it removed furniture or a link list.
 _REMOVED = "kt-removed"
+#: Where `_fenced` marks a block's edges in code (rustdoc breaks a ``where`` clause onto a
+#: ``<div>``): one line break, however many the source has around it.
+_BLOCK_EDGE = "\u2029"
+_BLOCK_EDGES = re.compile("\n*(?:\u2029\n*)+")
+#: HTML's embedded content: standing between blocks, it fills one of its own.
+_EMBEDDED = frozenset({"audio", "canvas", "embed", "iframe", "img", "math", "object", "picture", "svg", "video"})
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _BLOCK_TAGS = frozenset({_REMOVED, "p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
@@ -55,10 +90,24 @@ def _tag(el: Any) -> str:
     return el.tag.lower() if isinstance(el.tag, str) else ""
 
 
-def _is_furniture(el: Any, page_level: bool) -> bool:
+def _generator(doc: Any) -> GeneratorMarkup:
+    """The markup of the generator the page names in ``<meta name="generator">`` (none known: empty)."""
+    for meta in doc.iter("meta"):
+        if (meta.get("name") or "").strip().lower() == "generator":
+            words = (meta.get("content") or "").lower().split()
+            if words and words[0] in GENERATORS:
+                return GENERATORS[words[0]]
+    return GeneratorMarkup()
+
+
+def _is_furniture(el: Any, page_level: bool, generator: GeneratorMarkup) -> bool:
     tag = _tag(el)
     if not tag or tag in DROPPED_TAGS or (page_level and tag in ("header", "footer") and _is_landmark(el)):
         return True
+    if generator.furniture.intersection((el.get("class") or "").split()):
+        return True
+    if tag == "a" and (el.get("href") or "").startswith("#") and not _WORD.search(el.text_content()):
+        return True  # a permalink or in-page control (§, ¶, #, ⓘ): a mark, not text
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
         return True
     if (el.get("role") or "").lower() in DROPPED_ROLES:
@@ -66,7 +115,7 @@ def _is_furniture(el: Any, page_level: bool) -> bool:
     style = (el.get("style") or "").replace(" ", "").lower()
     if "display:none" in style or "visibility:hidden" in style:
         return True
-    names = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+    names = f"{el.get('class') or ''} {'' if generator.ids_name_items else el.get('id') or ''}".lower()
     words = _TOKEN_SPLIT.split(names)
     return bool(BOILERPLATE_TOKENS.intersection(words)) or "tableofcontents" in "".join(words)
 
@@ -78,10 +127,35 @@ def _is_landmark(el: Any) -> bool:
     return not any(_tag(a) in _SECTIONING for a in el.iterancestors())
 
 
+def _links(el: Any) -> list[Any]:
+    """The links of an element's text. The links of a heading that says something besides them are
+    words of its title (a signature's linked types: ``impl Clone for OpenOptions``), not a menu's
+    entries; a heading of nothing but links (``A-I J-R S-Z``) is a menu."""
+    titles: dict[Any, bool] = {}
+    links = []
+    for a in el.iter("a"):
+        heading = next(a.iterancestors(*_HEADINGS), None)
+        if heading is not None and heading not in titles:
+            titles[heading] = bool(_WORD.search("".join(_own_text(heading))))
+        if heading is None or not titles[heading]:
+            links.append(a)
+    return links
+
+
+def _own_text(el: Any) -> list[str]:
+    """The text of ``el`` outside its links."""
+    parts = [el.text or ""] if _tag(el) != "a" else []
+    for child in el:
+        if _tag(child) != "a":
+            parts.extend(_own_text(child))
+        parts.append(child.tail or "")
+    return parts
+
+
 def _link_share(el: Any) -> float:
     """The share of an element's text that is link text (1.0 for an element without text)."""
     total = len(flow(el.text_content()))
-    return sum(len(flow(a.text_content())) for a in el.iter("a")) / total if total else 1.0
+    return sum(len(flow(a.text_content())) for a in _links(el)) / total if total else 1.0
 
 
 def _is_link_list(el: Any) -> bool:
@@ -90,7 +164,7 @@ def _is_link_list(el: Any) -> bool:
     (``value <any>``: a parameter and its type link; a contributor and their address) is content —
     and one a sentence introduces ("… include:") is content too: menus are not announced. A div or
     section holding such a list or table is content."""
-    if len(el.findall(".//a")) < LINK_MIN or _link_share(el) < LINK_DENSITY:
+    if len(_links(el)) < LINK_MIN or _link_share(el) < LINK_DENSITY:
         return False
     tag = _tag(el)
     if tag not in ("ul", "ol", "dl", "table"):  # a section or div: a menu unless a list or table in it is content
@@ -117,22 +191,56 @@ def _holds_prose(el: Any) -> bool:
     return any(_link_share(p) < LINK_DENSITY for p in el.iter("p"))
 
 
-def _clean(root: Any, page_level: bool) -> int:
-    """Remove furniture and link lists under ``root``; returns how many elements went."""
+def _clean(root: Any, page_level: bool, generator: GeneratorMarkup) -> int:
+    """Remove furniture (the generic kinds and ``generator``'s own), pointers on and then link lists
+    under ``root``, so that a link list is judged by what is left; returns how many blocks went."""
     removed = 0
     for el in list(root.iter()):
         if el is root or el.getparent() is None:
             continue
         if not isinstance(el.tag, str):  # comments, processing instructions
             el.drop_tree()
-            continue
-        if _is_furniture(el, page_level) or (_tag(el) in ("ul", "ol", "dl", "div", "table", "section")
-                                             and _is_link_list(el) and not _holds_prose(el)):
-            marker = el.makeelement(_REMOVED)  # where it was: a heading over nothing but this goes too
-            marker.tail = el.tail
-            el.getparent().replace(el, marker)
-            removed += 1
+        elif _is_furniture(el, page_level, generator):
+            removed += _remove(el)
+    _drop_pointers(root)
+    for el in list(root.iter()):
+        if el is not root and el.getparent() is not None and (
+                _tag(el) in ("ul", "ol", "dl", "div", "table", "section") and _is_link_list(el)
+                and not _holds_prose(el)):
+            removed += _remove(el)
     return removed
+
+
+def _remove(el: Any) -> int:
+    """Take ``el`` out: a phrase goes with nothing in its place (the text around it closes up), a
+    block or embedded content (a diagram, a frame) leaves a marker: a heading over nothing but it
+    goes too. Returns 1 for a block."""
+    if _tag(el) not in _BLOCK_TAGS and _tag(el) not in _EMBEDDED and not _holds_block(el):
+        el.drop_tree()
+        return 0
+    marker = el.makeelement(_REMOVED)
+    marker.tail = el.tail
+    el.getparent().replace(el, marker)
+    return 1
+
+
+def _holds_block(el: Any) -> bool:
+    """Whether a phrase element holds a block (rustdoc's ``<span class="item-info">`` holds a div)."""
+    return any(_tag(d) in _BLOCK_TAGS for d in el.iterdescendants())
+
+
+def _drop_pointers(root: Any) -> None:
+    """Drop a link that ends a passage and goes where its heading's own link goes: it points on to
+    what the heading already names ("… Read more" after a post's excerpt on a blog's index, after a
+    trait method's first line in rustdoc, alone where the method has no summary)."""
+    targets: set[str] = set()
+    for el in list(root.iter()):
+        tag = _tag(el)
+        if tag in _HEADINGS:
+            targets = {a.get("href") for a in el.iter("a") if a.get("href")}
+        elif (tag == "a" and el.get("href") in targets and el.getnext() is None and not flow(el.tail or "")
+              and next(el.iterancestors(*_HEADINGS), None) is None):
+            el.drop_tree()
 
 
 def _content_root(doc: Any) -> tuple[Any, bool]:
@@ -218,12 +326,16 @@ def _fenced(pre: Any) -> list[str]:
     """A ``<pre>`` as the lines of a fenced code block (none when it holds only whitespace). Several
     ``<code>`` in one ``<pre>`` are variants of one example (CommonJS and ES module): a blank line
     parts them."""
+    for part in pre.iterdescendants():  # a block inside code is a line of its own, as a browser shows it
+        if _tag(part) in _LINE_TAGS:
+            part.text, part.tail = _BLOCK_EDGE + (part.text or ""), _BLOCK_EDGE + (part.tail or "")
     codes = [c for c in pre if _tag(c) == "code"]
     if len(codes) > 1 and not flow((pre.text or "") + "".join(c.tail or "" for c in codes)):
         code = "\n\n".join(c.text_content().strip("\r\n") for c in codes)
     else:
         code = pre.text_content()
-    code = code.replace("\r\n", "\n").replace("\r", "\n").strip("\n")  # DocBook writes &#13; line ends
+    code = code.replace("\r\n", "\n").replace("\r", "\n")  # DocBook writes &#13; line ends
+    code = _BLOCK_EDGES.sub("\n", code).strip("\n")
     return ["```" + _language(pre, codes), *code.split("\n"), "```"] if code.strip() else []
 
 
@@ -326,11 +438,14 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
     (trafilatura, readability, jusText) are built on; `benchmarks/parser_choice.py` has the figures.
 
     What is kept: the page's main content — ``<main>`` / ``role=main``, else its one ``<article>``,
-    else ``<body>`` — rendered as clean text: ``h1``-``h6`` as Markdown headings that open sections,
-    paragraphs, ``- `` list items, pipe-table rows, fenced ``<pre>`` blocks. What is dropped:
-    ``script``, ``style``, ``template``, forms, ``nav``, ``aside``, page-level ``header``/``footer``,
-    landmark roles of navigation (`DROPPED_ROLES`), hidden elements, elements whose class or id
-    names them navigation (`BOILERPLATE_TOKENS`), and link lists (`LINK_DENSITY`).
+    else ``<body>`` — rendered as clean text: ``h1``-``h6`` as Markdown headings that open sections
+    (one in a ``<summary>`` too: rustdoc's signatures), paragraphs, ``- `` list items, pipe-table
+    rows, fenced ``<pre>`` blocks. What is dropped: ``script``, ``style``, ``template``, forms,
+    ``nav``, ``aside``, page-level ``header``/``footer``, landmark roles of navigation
+    (`DROPPED_ROLES`), hidden elements, elements whose class or id names them navigation
+    (`BOILERPLATE_TOKENS`), the furniture a generator that names itself marks as its own
+    (`GENERATORS`), permalink marks, "Read more" pointers (`_drop_pointers`), and link lists
+    (`LINK_DENSITY`).
     """
     if isinstance(data, bytes):
         try:
@@ -354,43 +469,54 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         return Document(format="html", unit="line", sections=(), title=title, parser=parser_version("html"),
                         redirect=target)
     root, page_level = _content_root(doc)
-    dropped = _clean(root, page_level)
+    dropped = _clean(root, page_level, _generator(doc))
     raw: list[tuple[tuple[str, ...], str, int, str, tuple[int, ...]]] = []
     stack: list[tuple[int, str]] = []
-    pending: list[tuple[str, int]] = []
+    pending: list[tuple[str, int, bool]] = []  # text, source line, whether a phrase element's
 
     def titles() -> tuple[str, ...]:
         return tuple(t for _, t in stack)
 
+    def add(text: str, line: int, phrase: bool = False) -> None:
+        """Add a piece of flowing text as written (``<code>x</code>,`` stays ``x,``), but part two
+        phrase elements side by side with nothing between them: they are items a stylesheet sets
+        apart (mdBook's version and commit, Node's "Added in" and "Deprecated since")."""
+        if not text.strip():
+            if text and pending:
+                pending.append((" ", line, False))
+            return
+        if phrase and pending and pending[-1][2]:
+            text = " " + text
+        pending.append((text, line, phrase))
+
     def flush() -> None:
-        text = flow(" ".join(t for t, _ in pending))
+        text = flow("".join(t for t, _, _ in pending))
         if text:
             raw.append((titles(), text, pending[0][1], "text", ()))
         pending.clear()
 
     def walk(el: Any, line: int) -> None:
         line = el.sourceline or line
-        if el.text and el.text.strip():
-            pending.append((el.text, line))
+        add(el.text or "", line)
         for child in el:
             tag = _tag(child)
             child_line = child.sourceline or line
-            if tag not in _BLOCK_TAGS:
-                pending.append((child.text_content(), child_line))
+            if tag not in _BLOCK_TAGS and not _holds_block(child):
+                add(child.text_content(), child_line, phrase=True)
             else:
                 flush()
                 block(child, tag, child_line)
-            if child.tail and child.tail.strip():
-                pending.append((child.tail, child_line))
+            add(child.tail or "", child_line)
         flush()
 
     def block(el: Any, tag: str, line: int) -> None:
         if tag == _REMOVED:
             raw.append((titles(), "", line, _REMOVED, ()))
-        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        elif tag in _HEADINGS:
             level = int(tag[1])
+            _space_lines(el)
             whole = flow(el.text_content())
-            for action in [a for a in el.iter("a") if _HEADING_ACTION.fullmatch(flow(a.text_content()))]:
+            for action in [a for a in el.iter("a") if _is_action(a)]:
                 if len(flow(action.text_content())) < len(whole):  # mdBook links the whole title: that stays
                     action.drop_tree()
             text = flow(el.text_content())
@@ -400,6 +526,8 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
                 stack.pop()
             stack.append((level, text))
             raw.append((titles(), "#" * level + " " + text, line, "heading", ()))
+        elif tag == "summary" and next(el.iter(*_HEADINGS), None) is not None:
+            walk(el, line)  # a details' heading (HTML allows one in its summary): rustdoc's signatures
         elif tag == "p" or tag in ("figcaption", "address", "summary", "dt", "dd"):
             text = _text(el)
             if text:
@@ -450,6 +578,22 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="html", unit="line", sections=tuple(sections), title=title,
                     parser=parser_version("html"), dropped=dropped)
+
+
+def _is_action(link: Any) -> bool:
+    """Whether a link in a heading is its permalink or an action (see `_HEADING_ACTION`)."""
+    text = flow(link.text_content())
+    return bool(_HEADING_ACTION.fullmatch(text)) or ("#" in (link.get("href") or "") and not _WORD.search(text))
+
+
+def _space_lines(el: Any) -> None:
+    """Part the words a ``<br>`` or a block inside ``el`` sets on lines of their own, which its text
+    would join (rustdoc breaks a signature's ``where`` clause onto a ``<div>``)."""
+    for part in el.iterdescendants():
+        if _tag(part) == "br" or _tag(part) in _LINE_TAGS:
+            part.tail = " " + (part.tail or "")
+            if _tag(part) != "br":
+                part.text = " " + (part.text or "")
 
 
 def _all_bold(el: Any) -> bool:
