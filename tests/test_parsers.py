@@ -808,7 +808,7 @@ def test_html_rustdoc_methods_are_sections_and_its_furniture_goes() -> None:
     are its own furniture; the ``§`` and ``ⓘ`` marks (links to anchors) and a trait method's "Read
     more" (a link to where its heading's link goes) are no text anywhere; a ``where`` clause set on a
     line of its own stays apart from the signature; the unstable-API banner is a paragraph of its own;
-    and a method's id (``method.skip``) names no page furniture."""
+    a method's id (``method.skip``) names no page furniture; its ``<pre class="rust">`` is Rust."""
     from knowtology_cli.parsers.html import parse_html
 
     page = parse_html(RUSTDOC_PAGE)
@@ -817,19 +817,19 @@ def test_html_rustdoc_methods_are_sections_and_its_furniture_goes() -> None:
     clone = ("Struct Tally", "Trait Implementations", "impl Clone for Tally", "fn clone(&self) -> Tally")
     assert [(s.titles, b.text) for s in page.sections for b in s.blocks] == [
         (("Struct Tally",), "# Struct Tally"),
-        (("Struct Tally",), "```\npub struct Tally<T>\nwhere\n    T: Count,\n{ /* private fields */ }\n```"),
+        (("Struct Tally",), "```rust\npub struct Tally<T>\nwhere\n    T: Count,\n{ /* private fields */ }\n```"),
         (("Struct Tally",), "A running count."),
         (impl[:2], "## Implementations"),
         (impl, "### impl<T> Tally<T>"),
         ((*impl, "pub fn new() -> Self"), "#### pub fn new() -> Self"),
         ((*impl, "pub fn new() -> Self"), "Makes an empty tally."),
         ((*impl, "pub fn new() -> Self", "Examples"), "##### Examples"),
-        ((*impl, "pub fn new() -> Self", "Examples"), "```\nlet t = Tally::new();\n```"),
+        ((*impl, "pub fn new() -> Self", "Examples"), "```rust\nlet t = Tally::new();\n```"),
         (skip, "#### " + skip[-1]),
         (skip, "🔬 This is a nightly-only experimental API. (tally_skip #7)"),
         (skip, "Skips n items."),
         ((*skip, "Examples"), "##### Examples"),
-        ((*skip, "Examples"), "```\nt.skip(2);\n```"),
+        ((*skip, "Examples"), "```rust\nt.skip(2);\n```"),
         (clone[:2], "## Trait Implementations"),
         (clone[:3], "### impl Clone for Tally"),
         (clone, "#### fn clone(&self) -> Tally"),

@@ -35,10 +35,13 @@ class GeneratorMarkup:
         furniture: whole class names it gives its page furniture.
         ids_name_items: its ids are anchors made from the documented items' names (``method.skip``,
             ``method.share_mode``), so words in them say nothing about the element's role.
+        languages: classes of its ``<pre>`` that name the code's language (rustdoc: ``rust``).
     """
 
     furniture: frozenset[str] = frozenset()
     ids_name_items: bool = False
+    #: classes of its code blocks that name their language without a ``language-`` prefix.
+    languages: frozenset[str] = frozenset()
 
 
 #: Generators by the first word of their ``<meta name="generator">``, lower-cased. rustdoc: the
@@ -47,7 +50,8 @@ class GeneratorMarkup:
 #: description": ``summary.hideme``).
 GENERATORS: dict[str, GeneratorMarkup] = {
     "rustdoc": GeneratorMarkup(furniture=frozenset({"rightside", "sub-heading", "out-of-band", "since", "srclink",
-                                                    "hideme"}), ids_name_items=True),
+                                                    "hideme"}), ids_name_items=True,
+                                languages=frozenset({"rust"})),
 }
 #: A container with at least `LINK_MIN` links whose text is at least this share link text is a
 #: link list (a menu, a table of contents), not prose — readability's link-density rule.
@@ -469,7 +473,12 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         return Document(format="html", unit="line", sections=(), title=title, parser=parser_version("html"),
                         redirect=target)
     root, page_level = _content_root(doc)
-    dropped = _clean(root, page_level, _generator(doc))
+    generator = _generator(doc)
+    dropped = _clean(root, page_level, generator)
+    for pre in root.iter("pre") if generator.languages else ():  # its own language classes, as the generic ones
+        named = generator.languages.intersection((pre.get("class") or "").split())
+        if named:
+            pre.set("class", f"{pre.get('class')} language-{min(named)}")
     raw: list[tuple[tuple[str, ...], str, int, str, tuple[int, ...]]] = []
     stack: list[tuple[int, str]] = []
     pending: list[tuple[str, int, bool]] = []  # text, source line, whether a phrase element's
