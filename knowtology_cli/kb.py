@@ -329,6 +329,13 @@ class KnowledgeBase:
         from .ingest import require_valid  # deferred: keeps kt browse fast
 
         require_valid(batch, skip_invalid)
+        configured = self.settings.embedder if self.settings is not None else None
+        if embedder is None and configured:  # KNOWTOLOGY_EMBEDDER / config.toml: a new collection's embedder
+            if info is None:
+                embedder = configured
+            elif canonical_name(configured) != info.embedder:
+                message(f"note: collection {name!r} was embedded with {info.embedder} and keeps it; the configured "
+                        f"embedder {canonical_name(configured)} applies to new collections")
         wanted = canonical_name(embedder) if embedder else None
         if info is not None and wanted and wanted != info.embedder:
             raise EmbeddingError(

@@ -395,3 +395,22 @@ def test_browse_into_a_pipe_loads_no_rich_console_and_builds_no_validators(store
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=120)
     assert proc.stdout.startswith("root (4 chunks)")
     assert proc.stderr.strip() == "LOADED", proc.stderr
+
+
+def test_the_configured_embedder_chooses_a_new_collections_embedder(tmp_path: Path) -> None:
+    """``KNOWTOLOGY_EMBEDDER`` and ``embedder`` in config.toml choose the embedder of a new collection
+    (flag > env > config.toml); a collection already embedded keeps its embedder and says so."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Refunds\n\nRefunds take seven days.\n")
+    by_env = json.loads(kt("ingest", docs, "--store", tmp_path / "env", "--json", KNOWTOLOGY_EMBEDDER="hash").stdout)
+    assert by_env["embedder"].startswith("hash")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text('embedder = "hash"\n')
+    by_config = json.loads(kt("ingest", docs, "--store", tmp_path / "cfg", "--json").stdout)
+    assert by_config["embedder"].startswith("hash")
+    (docs / "b.md").write_text("# Shipping\n\nParcels leave daily.\n")
+    kept = kt("ingest", docs, "--store", tmp_path / "cfg", "--json", KNOWTOLOGY_EMBEDDER="local")
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["embedder"].startswith("hash") and json.loads(kept.stdout)["added"] == 1
+    assert "keeps it; the configured embedder local:all-MiniLM-L6-v2 applies to new collections" in kept.stderr
