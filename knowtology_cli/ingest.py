@@ -119,8 +119,8 @@ class InputBatch:
     junk_dropped: int = 0
     #: paths given that do not exist (no --skip-invalid can help with those)
     missing: list[str] = field(default_factory=list)
-    #: documents that parse but hold only markup or headings (a toctree page, an include stub):
-    #: nothing to index, and nothing wrong with them
+    #: documents that parse but hold only markup or headings (a toctree page, an include stub), or
+    #: nothing at all (a placeholder): nothing to index, and nothing wrong with them
     no_text: list[str] = field(default_factory=list)
     #: HTML pages that send the reader straight on (``meta refresh``, no delay): document -> address
     redirects: dict[str, str] = field(default_factory=dict)
@@ -134,6 +134,8 @@ class InputBatch:
     unread_includes: dict[str, list[str]] = field(default_factory=dict)
     #: links to another file of the folder, read once under the file's own name: link -> file
     linked: dict[str, str] = field(default_factory=dict)
+    #: symbolic links to nothing, skipped: ``link → target``
+    broken_links: list[str] = field(default_factory=list)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -431,9 +433,8 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
 
 def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
     try:
-        if path.is_symlink() and not path.exists():
-            batch.problems.append(f"{label}: a broken link (to {os.readlink(path)}, which does not exist)"
-                                  " — fix or remove the link")
+        if path.is_symlink() and not path.exists():  # a link to nothing is no document: skipped, named
+            batch.broken_links.append(f"{label} → {os.readlink(path)}")
             return None
         if path.exists() and not path.is_dir() and not stat.S_ISREG(path.stat().st_mode):
             # a pipe would block the read forever; a device or socket is no document either
@@ -489,7 +490,8 @@ def _read_document(
     ``path`` is where the file is and ``root`` the folder its includes may read (its source's root).
     """
     if not (data.strip() if isinstance(data, str) else data.strip(b" \t\r\n\xef\xbb\xbf")):
-        batch.problems.append(f"{label}: empty document — remove it or add text")
+        batch.documents.add(label)  # an empty file (a placeholder) has no text: like a page of headings only
+        batch.no_text.append(label)
         return
     try:
         document = parse(data, name=label, format=fmt, path=path, root=root)
@@ -633,11 +635,15 @@ def _chunk_from_object(obj: Any, where: str, file_name: str, batch: InputBatch) 
 def require_valid(batch: InputBatch, skip_invalid: bool) -> None:
     """Raise ``InputError`` naming the first problem unless ``skip_invalid`` (or when the inputs
     hold documents but not one line of text among them)."""
-    if (batch.no_text or batch.redirects) and not batch.chunks and not batch.problems:
-        empty = [*batch.no_text, *batch.redirects]
+    if (batch.no_text or batch.redirects or batch.broken_links) and not batch.chunks and not batch.problems:
+        empty = [*batch.no_text, *batch.redirects, *batch.broken_links]
         more = more_suffix(len(empty), 1)
+        if empty[0] in batch.broken_links:
+            link, target = empty[0].split(" → ", 1)
+            raise InputError(f"{link}: a broken link (to {target}, which does not exist) — fix or remove the link{more}",
+                             hint="nothing was changed")
         why = (f"a page that redirects to {batch.redirects[empty[0]]}" if empty[0] in batch.redirects
-               else "only markup or headings")
+               else "only markup or headings, or empty")
         raise InputError(f"{empty[0]}: no text to index, {why}{more}",
                          hint="nothing was changed; point at documents with text of their own")
     if batch.problems and not skip_invalid:

@@ -413,6 +413,7 @@ class KnowledgeBase:
             seconds=round(time.perf_counter() - started, 3),
             sources=sorted(batch.sources),
             no_text=batch.no_text,
+            broken_links=batch.broken_links,
             redirects=batch.redirects,
             included=batch.fragments,
             unread_includes=batch.unread_includes,

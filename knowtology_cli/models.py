@@ -185,7 +185,9 @@ class IngestReport(Record):
     embedder: str = ""
     seconds: float = 0.0
     sources: list[str] = Field(default_factory=list)  # the sources this run read
-    no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings: nothing indexed
+    no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings, or empty
+    #: symbolic links to nothing, skipped: ``link → target``
+    broken_links: list[str] = Field(default_factory=list)
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
     #: files read as part of the documents that include them (reST ``include``), not indexed alone:
     #: fragment -> the first document that includes it

@@ -67,7 +67,6 @@ BAD: dict[str, tuple[dict[str, str | bytes], str, str]] = {
     "not-an-object": ({"in.jsonl": _jsonl([[1, 2, 3]])}, "in.jsonl:1", "expected a JSON object"),
     "empty-file": ({"in.jsonl": ""}, "in.jsonl", "empty file"),
     "blank-lines-only": ({"in.jsonl": "\n   \n\n"}, "in.jsonl", "empty file"),
-    "empty-document": ({"in.md": "  \n\n"}, "in.md", "empty document"),
     "empty-text": ({"in.jsonl": _jsonl([{"id": "x", "text": "   \n\t"}])}, "in.jsonl:1", "'text' is empty"),
     "binary-document": ({"in.md": b"PK\x03\x04\x00\x00binary\x00zip"}, "in.md", "binary file"),
     "binary-jsonl": ({"in.jsonl": b'{"text": "a\x00b"}\n\x00\x01\x02'}, "in.jsonl", "binary file"),
@@ -198,23 +197,35 @@ def test_dangling_symlink(cli, store: Path, tmp_path: Path) -> None:
     assert re.search(r"^Error: \S*gone\.jsonl: .+ — .+$", result.stderr, re.M), result.stderr
 
 
-def test_a_broken_link_and_a_pipe_in_a_folder_are_named_not_waited_on(cli, store: Path, tmp_path: Path) -> None:
-    """A pipe would block the read forever; a broken link is no permission problem. Both are one line
-    each, the store is unchanged, and with --skip-invalid the real document still lands."""
+def test_a_pipe_in_a_folder_is_named_not_waited_on_and_a_broken_link_is_skipped(cli, store: Path,
+                                                                                tmp_path: Path) -> None:
+    """A pipe would block the read forever: one line naming it, the store unchanged, and with
+    --skip-invalid the real document still lands. A link to nothing and an empty placeholder file
+    are no documents, nothing wrong with the folder: they are skipped and named in the report."""
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "guide.md").write_text("# Guide\n\nRefunds are paid within five days.\n")
     os.mkfifo(folder / "inbox.md")
     (folder / "old.md").symlink_to(tmp_path / "moved-away.md")
+    (folder / "todo.md").write_text("  \n\n")
     before = _snapshot(cli, store)
     result = cli("ingest", folder, "--store", store, "--json")
     assert result.exit_code == 1
     problems = json.loads(result.stdout)["error"]["problems"]
-    assert sorted(p.split(":")[0].rsplit("/", 2)[-2:] for p in problems) == [["docs", "inbox.md"], ["docs", "old.md"]]
-    assert any("not a regular file" in p for p in problems) and any("broken link" in p for p in problems)
+    assert [p.split(":")[0].rsplit("/", 2)[-2:] for p in problems] == [["docs", "inbox.md"]]
+    assert "not a regular file" in problems[0]
     assert _snapshot(cli, store) == before
     skipped = json.loads(cli("ingest", folder, "--store", store, "--skip-invalid", "--json").stdout)
-    assert (skipped["added"], skipped["skipped"]) == (1, 2)
+    assert (skipped["added"], skipped["skipped"]) == (1, 1)
+    assert [link.split(" → ")[0].rsplit("/", 1)[-1] for link in skipped["broken_links"]] == ["old.md"]
+    assert [page.rsplit("/", 1)[-1] for page in skipped["no_text"]] == ["todo.md"]
+    os.remove(folder / "inbox.md")
+    human = cli("ingest", folder, "--store", store)
+    assert human.exit_code == 0, human.output
+    assert re.search(r"^1 broken link\(s\) skipped \(they point at nothing\): \S*docs/old\.md → \S*moved-away\.md$",
+                     human.stdout, re.M), human.stdout
+    assert re.search(r"^1 document\(s\) empty or with only markup or headings, nothing to index: \S*docs/todo\.md$",
+                     human.stdout, re.M), human.stdout
 
 
 def test_bad_stdin(cli, store: Path) -> None:

@@ -147,7 +147,7 @@ def test_pages_of_only_markup_are_noted_not_refused(corpus: Path, tmp_path: Path
     assert report["no_text"] == ["docs/changes.rst", "docs/index.rst"]
     assert report["skipped"] == 0 and report["added"] > 0
     human = kt("ingest", str(corpus), store=store)
-    assert "2 document(s) with only markup or headings, nothing to index: docs/changes.rst, docs/index.rst" in human.stdout
+    assert "2 document(s) empty or with only markup or headings, nothing to index: docs/changes.rst, docs/index.rst" in human.stdout
 
     # a page whose text is replaced by headings alone: it was read whole, so its old chunks go (as a
     # shrunk page's surplus does), with or without --prune

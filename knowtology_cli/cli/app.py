@@ -128,9 +128,12 @@ def ingest(
         out.print(f"no-prose pieces: {report.junk_merged} heading-only merged into a neighbour, "
                   f"{report.junk_dropped} dropped (comments, directives, navigation, rules, page furniture)")
     if report.no_text:
-        out.print(f"{len(report.no_text)} document(s) with only markup or headings, nothing to index: "
+        out.print(f"{len(report.no_text)} document(s) empty or with only markup or headings, nothing to index: "
                   f"{first_few(report.no_text, 5)}",
                   markup=False)
+    if report.broken_links:
+        out.print(f"{len(report.broken_links)} broken link(s) skipped (they point at nothing): "
+                  f"{first_few(report.broken_links, 3)}", markup=False)
     if report.included:
         parts = [f"{fragment} (in {page})" for fragment, page in report.included.items()]
         out.print(f"{len(parts)} included file(s) read as part of the pages that include them, not indexed alone: "
