@@ -136,6 +136,8 @@ class InputBatch:
     linked: dict[str, str] = field(default_factory=dict)
     #: symbolic links to nothing, skipped: ``link → target``
     broken_links: list[str] = field(default_factory=list)
+    #: files on disk this run could not read (a problem each): their stored chunks are no "gone" file's
+    failed: set[str] = field(default_factory=set)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -459,6 +461,14 @@ def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
 
 def _read_file(path: Path, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *,
                root: Path | None = None) -> None:
+    problems = len(batch.problems)
+    _read_one(path, label, batch, max_tokens, target_tokens, root=root)
+    if len(batch.problems) > problems and label not in batch.documents and path.exists():
+        batch.failed.add(label)  # on disk but unreadable now: --prune keeps its last good chunks
+
+
+def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target_tokens: int, *,
+              root: Path | None = None) -> None:
     is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
     fmt = None if is_jsonl else detect_format(path.name)
     if not is_jsonl and fmt is None:

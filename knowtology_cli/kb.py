@@ -600,7 +600,7 @@ class KnowledgeBase:
         incoming = {c.chunk_id for c in batch.chunks}
         out = []
         for chunk_id, (_, file_name) in stored.items():
-            if chunk_id in incoming:
+            if chunk_id in incoming or file_name in batch.failed:  # a file skipped as invalid is still there
                 continue
             owner = owners.get(chunk_id)
             if owner is not None:

@@ -353,6 +353,13 @@ def test_a_page_that_shrinks_is_its_new_chunks_only(tmp_path: Path) -> None:
     (root / "returns.md").write_bytes(b"\xff\xfe\x00bad")
     third = kt("ingest", str(root), "--skip-invalid", "--json", store=store)
     assert json.loads(third.stdout)["total"] == report["total"]
+    # --prune removes files gone from disk, not one that is there but could not be read this time
+    fourth = json.loads(kt("ingest", str(root), "--skip-invalid", "--prune", "--json", store=store).stdout)
+    assert (fourth["deleted"], fourth["total"], fourth["skipped"]) == (0, report["total"], 1)
+    assert json.loads(kt("grep", "arrival", "--json", store=store).stdout)["hits"]
+    (root / "returns.md").unlink()
+    fifth = json.loads(kt("ingest", str(root), "--prune", "--json", store=store).stdout)
+    assert fifth["deleted"] == 1 and not json.loads(kt("grep", "arrival", "--json", store=store).stdout)["hits"]
 
 
 def test_restructuredtext_saved_as_txt_is_read_as_restructuredtext(tmp_path: Path) -> None:
