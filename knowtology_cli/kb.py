@@ -1402,14 +1402,30 @@ class KnowledgeBase:
                 continue
             candidates = ([f.relative_to(root).as_posix() for f in document_files(root)] if record.kind == "dir"
                           else sorted(mine))
+            moved_in: dict[Path, bool] = {}  # folder -> whether it was moved in (or renamed) after the ingest
             for origin in candidates:
                 try:
                     info = (root / origin).stat()
                 except OSError:
                     continue
-                if max(info.st_mtime, info.st_ctime) > record.last_ingest:
+                if max(info.st_mtime, info.st_ctime) > record.last_ingest or (
+                        origin not in mine and self._moved_in(root, Path(origin).parent, record.last_ingest, moved_in)):
                     newer.setdefault(record.name, []).append(f"{record.name}/{origin}")
         return gone, newer
+
+    @staticmethod
+    def _moved_in(root: Path, folder: Path, since: float, seen: dict[Path, bool]) -> bool:
+        """Whether ``folder`` (relative to ``root``) or a folder between it and ``root`` changed after
+        ``since``: moving a folder leaves its files' own times as they were, not the folder's."""
+        if folder in (Path("."), Path("")):
+            return False
+        if folder not in seen:
+            try:
+                seen[folder] = (root / folder).stat().st_ctime > since
+            except OSError:
+                seen[folder] = False
+            seen[folder] = seen[folder] or KnowledgeBase._moved_in(root, folder.parent, since, seen)
+        return seen[folder]
 
 
 def llm_from_settings(spec: str, settings: Settings | None, *, context_window: int | None = None,

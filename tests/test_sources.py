@@ -247,6 +247,16 @@ def test_status_names_files_gone_added_or_edited_on_disk_and_edited_chunks(tmp_p
     ok("ingest", "--source", "notes", "--prune", "--store", store)
     assert ok("status", "--store", store)["collections"][0]["gone"] == []
     assert not ok("grep", "item2", "--store", store)["hits"]
+    # a folder moved in keeps its files' own times: they are new all the same
+    elsewhere = tmp_path / "archive"
+    elsewhere.mkdir()
+    (elsewhere / "old.md").write_text("# Old\n\nAn old shelf of garnet.\n")
+    os.utime(elsewhere / "old.md", (past, past))
+    (docs / "empty.md").write_text("")  # on disk, indexed as no text: no "new" file on each status
+    ok("ingest", "--source", "notes", "--store", store)
+    assert ok("status", "--store", store)["collections"][0]["newer"] == []
+    os.rename(elsewhere, docs / "archive")
+    assert ok("status", "--store", store)["collections"][0]["newer"] == ["notes/archive/old.md"]
 
 
 def test_a_folder_moved_under_a_new_name_is_pointed_out(tmp_path: Path, docs_dir: Path) -> None:
