@@ -6,8 +6,10 @@ Every surface (CLI, REPL, MCP, LangChain, FastAPI) calls its methods; nothing he
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -371,6 +373,10 @@ class KnowledgeBase:
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
+            marker = self._ingest_marker(name)
+            if marker is not None and (todo or removed):  # gone again only when this run finishes
+                marker.write_text(json.dumps({"started": time.time(), "sources": [
+                    [s.name, s.root] for s in batch.sources.values()]}))
             progress("embedding", 0, len(todo))
             for start in range(0, len(todo), UPSERT_BATCH):
                 part = todo[start : start + UPSERT_BATCH]
@@ -379,6 +385,10 @@ class KnowledgeBase:
                     progress=functools.partial(_offset_progress, progress, "embedding", done, len(todo)),
                 )
                 self.vectors.upsert(name, part, vectors)
+                if start == 0 and not stored and len(todo) > len(part):
+                    # a new table gets its full-text index now: rows written after it are still found
+                    # by keyword search (unindexed rows are scanned), so a run stopped here leaves grep whole
+                    self.vectors.refresh_indexes(name)
                 done += len(part)
                 progress("embedding", done, len(todo))
             if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
@@ -397,6 +407,8 @@ class KnowledgeBase:
                 self.vectors.refresh_indexes(name)
             total = self.vectors.count(name)
             self.tree.set_chunk_count(name, total)
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         return IngestReport(
             collection=name,
             added=added,
@@ -422,6 +434,30 @@ class KnowledgeBase:
             moved_sources=moved_sources,
             gone=gone,
         )
+
+    def _ingest_marker(self, collection: str) -> Path | None:
+        """The file an ingest into ``collection`` keeps while it writes (None without a store folder)."""
+        return self.settings.store_dir / f".ingest-{collection}.pending" if self.settings is not None else None
+
+    def _interrupted(self, collection: str) -> str:
+        """Advice when an ingest into ``collection`` stopped before it finished ("" otherwise, and
+        while another process still holds the write lock: that ingest is running)."""
+        marker = self._ingest_marker(collection)
+        if marker is None or not marker.is_file():
+            return ""
+        if self.lock is not None and not self.lock.held:
+            probe = StoreLock(self.lock.path.parent, timeout=0)
+            try:
+                probe.acquire()
+            except LockedError:
+                return ""
+            probe.release()
+        try:
+            roots = [root for _, root in json.loads(marker.read_text()).get("sources", [])]
+        except (OSError, ValueError, AttributeError):
+            roots = []
+        again = f"kt ingest {' '.join(shlex.quote(r) for r in roots)}" if roots else "the same kt ingest"
+        return f"an ingest was stopped before it finished (some documents are partly stored): run {again} again"
 
     def _gone_in_scope(self, name: str, left: list[str], owners: dict[str, tuple[str, str]]) -> list[str]:
         """Files (``source/path``) of the folders this run read whose stored chunks it did not read again
@@ -620,7 +656,8 @@ class KnowledgeBase:
         rows = [SourceSummary(**vars(r)) for r in self.tree.sources(name)]
         owned = sum(r.chunks for r in rows)
         total = self.vectors.count(name) - len(self.tree.pending_removals().get(name, []))
-        return SourcesReport(collection=name, sources=rows, unregistered=max(0, total - owned))
+        return SourcesReport(collection=name, sources=rows, unregistered=max(0, total - owned),
+                             interrupted=self._interrupted(name))
 
     def rm(
         self,
@@ -1357,7 +1394,9 @@ class KnowledgeBase:
             fresh = tree_freshness(self, info.name, chunks=len(stored), unmapped=len(stored) - mapped + changed,
                                    orphans=len(mapped_hashes) - mapped, nodes=nodes)
             gone, newer = self._disk_changes(info.name)
-            notes = [fresh.advice] if fresh.advice else []
+            interrupted = self._interrupted(info.name)
+            notes = [interrupted] if interrupted else []
+            notes += [fresh.advice] if fresh.advice else []
             if gone:
                 first = next(iter(gone.values()))[0]
                 notes.append(f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "
@@ -1370,7 +1409,8 @@ class KnowledgeBase:
             rows.append(CollectionStatus(
                 name=info.name, chunks=len(stored), mapped=mapped, unmapped=len(stored) - mapped,
                 nodes=len(nodes), embedder=info.embedder, dimension=info.dimension, changed=changed,
-                stale=fresh.state != "current", builder=info.builder, state=fresh.state,
+                stale=fresh.state != "current" or bool(interrupted), builder=info.builder,
+                state="interrupted" if interrupted else fresh.state,
                 stale_nodes=fresh.stale_nodes, drift=fresh.drift, rebuild_advised=fresh.rebuild_advised,
                 advice=advice, gone=sorted(f for files in gone.values() for f in files),
                 newer=sorted(f for files in newer.values() for f in files)))

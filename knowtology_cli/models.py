@@ -224,6 +224,8 @@ class SourcesReport(Record):
     collection: str
     sources: list[SourceSummary] = Field(default_factory=list)
     unregistered: int = 0
+    #: when an ingest stopped before it finished: what to run (its chunks are not counted in a source yet)
+    interrupted: str = ""
 
 
 class RemoveReport(Record):

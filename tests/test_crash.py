@@ -77,10 +77,20 @@ def test_embedding_provider_failing_mid_ingest_leaves_no_half_batch(workspace, t
     audit = stress.audit_store(store, versions=[workspace.expected_v1], cli_status=False)
     assert audit.problems == []
     assert audit.rows % 50 == 0 and 0 < audit.rows < len(workspace.expected_v1)  # whole batches only
+    # what the stopped run stored is found by keyword too, and status says the run did not finish
+    kb = _kb(store)
+    stored = {c.chunk_id for c in kb.vectors.get("default", list(kb.vectors.fingerprints("default")))}
+    hits = kb.grep("refund", k=500).hits
+    assert hits and {h.chunk_id for h in hits} <= stored
+    assert len(hits) == sum(1 for c in kb.vectors.get("default", sorted(stored)) if "refund" in c.text.lower())
+    row = kb.status().collections[0]
+    assert row.state == "interrupted" and f"run kt ingest {workspace.v1} again" in row.advice
+    assert kb.sources().interrupted
     report = _kb(store).ingest([str(workspace.v1)])
     assert report.unchanged == audit.rows and report.embedded == len(workspace.expected_v1) - audit.rows
     final = stress.audit_store(store, expected=workspace.expected_v1, keyword="refund", cli_status=False)
     assert final.problems == [] and final.rows_lost == 0
+    assert _kb(store).status().collections[0].state != "interrupted" and not _kb(store).sources().interrupted
 
 
 def test_killed_before_the_index_refresh_rerun_restores_keyword_search(workspace, tmp_path: Path,

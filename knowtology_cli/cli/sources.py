@@ -42,7 +42,9 @@ def print_sources(report: Any) -> None:
     for s in report.sources:
         table.add_row(s.name, s.root, s.kind, str(s.files), str(s.chunks), _when(s.last_ingest))
     out.print(table)
-    if report.unregistered:
+    if report.interrupted:
+        out.print(f"{report.unregistered} chunks are not in a source yet: {report.interrupted}", markup=False)
+    elif report.unregistered:
         out.print(f"{report.unregistered} chunks were stored before sources were recorded; they join a source"
                   " when their folder is ingested again", markup=False)
 
