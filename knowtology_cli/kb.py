@@ -401,6 +401,7 @@ class KnowledgeBase:
             self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
                                      batch.owners)
             if removed:
+                self._hand_over(name, self._stored_heirs(name, removed, stored))
                 self._remove(name, removed)
             if todo or removed or self.vectors.indexes_stale(name):
                 message("updating full-text index…")
@@ -547,6 +548,26 @@ class KnowledgeBase:
             if source is not None and source not in heirs:
                 heirs[source] = chunk
         return heirs, {i: titles[i] for i in heirs}
+
+    def _stored_heirs(self, name: str, removed: list[str], stored: dict[str, tuple[str, str]]) -> dict[str, Chunk]:
+        """Unmapped stored rows that hold a leaving mapped row's text (same content hash): a file
+        renamed or moved, ingested before the old one is pruned. Old id -> heir."""
+        placed = self.tree.mapping_hashes(name)
+        leaving = set(removed)
+        mapped = [i for i in removed if i in placed]
+        if not mapped:
+            return {}
+        unplaced: dict[str, str] = {}
+        for chunk_id, (digest, _) in stored.items():
+            if chunk_id not in placed and chunk_id not in leaving:
+                unplaced.setdefault(digest, chunk_id)
+        pairs: dict[str, str] = {}
+        for old in mapped:
+            heir = unplaced.pop(stored[old][0], None) if old in stored else None
+            if heir is not None:
+                pairs[old] = heir
+        rows = {c.chunk_id: c for c in self.vectors.get(name, sorted(pairs.values()), with_text=False)} if pairs else {}
+        return {old: rows[new] for old, new in pairs.items() if new in rows}
 
     def _hand_over(self, name: str, heirs: dict[str, Chunk], old_titles: Mapping[str, str] | None = None) -> None:
         """Give each leaving row's place in the tree (old id -> new row) to its heir: same text, same

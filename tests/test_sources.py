@@ -183,6 +183,16 @@ def test_renamed_and_moved_files_keep_their_vectors_and_their_place(tmp_path: Pa
     assert audit["rows"] == audit["mapped"] and not audit["orphans"] and not audit["empty"]
     read = ok("read", "docs/policies/refund-policy.md#0", "--store", store)["chunks"][0]
     assert read["path"] and read["file_name"] == "docs/policies/refund-policy.md"
+    # in two steps, as status advises (ingest, then ingest --prune), the moved chunks keep the places too
+    place = read["path"]
+    (docs_dir / "policies" / "refund-policy.md").rename(docs_dir / "policies" / "refunds-2026.md")
+    first = ok("ingest", docs_dir, "--store", store)
+    assert first["embedded"] == 0 and first["deleted"] == 0 and first["gone"] == ["docs/policies/refund-policy.md"]
+    second = ok("ingest", docs_dir, "--prune", "--store", store)
+    assert second["deleted"] == first["added"] > 0
+    status = ok("status", "--store", store)["collections"][0]
+    assert (status["state"], status["unmapped"]) == ("current", 0)
+    assert ok("read", "docs/policies/refunds-2026.md#0", "--store", store)["chunks"][0]["path"] == place
 
 
 def test_a_renamed_file_titled_by_its_name_keeps_its_place(tmp_path: Path) -> None:
