@@ -22,6 +22,7 @@ from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, load_settings
 from .errors import ConfigError, ConflictError, EmbeddingError, InputError, LockedError, NotFoundError
 from .locking import StoreLock
 from .models import (
+    MISSING_HINT,
     ROOT,
     Assignment,
     BrowseResult,
@@ -1229,14 +1230,15 @@ class KnowledgeBase:
             raise ConfigError("no chunk ids given", hint="copy ids from search, grep or browse output")
         pending = self._pending_ids(name)
         chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
-        unknown = [i for i in ids if i not in chunks]
-        if unknown:
+        unknown = list(dict.fromkeys(i for i in ids if i not in chunks))
+        if unknown and not chunks:
             self._require_collection(name)
             raise NotFoundError(
                 f"no chunk {unknown[0]!r} in collection {name!r}"
                 + (f" (+{len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""),
-                hint="copy ids from search, grep or browse output",
+                hint=MISSING_HINT,
             )
+        ids = [i for i in ids if i in chunks]  # the others are named in `missing`
         if context < 0:
             raise ConfigError(f"--context must be 0 or more, got {context}")
         order: list[tuple[str, str | None]] = []  # (chunk id, the requested id it is context for)
@@ -1283,7 +1285,7 @@ class KnowledgeBase:
                 newly.append(chunk_id)
         if newly:
             self.sessions.mark_read(session_name, name, newly)
-        return ReadResult(collection=name, session=session_name, chunks=out)
+        return ReadResult(collection=name, session=session_name, chunks=out, missing=unknown)
 
     def read_history(self, *, collection: str | None = None, session: str | None = None) -> list[str]:
         """Chunk ids read so far in the session (oldest first)."""

@@ -160,12 +160,19 @@ class ReadChunk(Record):
     same_as: str | None = None
 
 
+#: What to do about a chunk id the collection does not hold.
+MISSING_HINT = ("its file was renamed or removed at an ingest, or the id is mistyped: kt grep or kt search finds "
+                "the text; copy ids from their output")
+
+
 class ReadResult(Record):
     """What ``read`` returned, in request order."""
 
     collection: str = "default"
     session: str = "default"
     chunks: list[ReadChunk] = Field(default_factory=list)
+    #: requested ids the collection does not hold (a file renamed or removed since, a mistyped id)
+    missing: list[str] = Field(default_factory=list)
 
 
 class IngestReport(Record):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import BrowseResult, Hit, ReadResult, SearchResult
+from .models import MISSING_HINT, BrowseResult, Hit, ReadResult, SearchResult
 from .provenance import cite
 
 ALREADY_READ = "(already read — skip)"
@@ -112,4 +112,6 @@ def read_text(result: ReadResult, *, context: bool = False) -> str:
         else:
             title = f" — {c.title}" if c.title else ""
             blocks.append(f"[{c.chunk_id}] {where} · {source}{title}\n{c.text}")
+    if result.missing:
+        blocks.append(f"(not found: {', '.join(result.missing)} — {MISSING_HINT})")
     return "\n\n".join(blocks)

@@ -120,6 +120,18 @@ def test_read_twice_reports_already_read(cli, built_store: Path) -> None:
 def test_read_unknown_chunk_is_a_clear_error(cli, built_store: Path) -> None:
     result = cli("read", "nope#1", "--store", built_store)
     assert result.exit_code == 1 and "no chunk 'nope#1'" in result.stderr and "Hint" in result.stderr
+    assert "renamed or removed at an ingest" in result.stderr
+
+
+def test_read_returns_the_ids_it_has_and_names_the_others(cli, built_store: Path) -> None:
+    """One stale id (a file renamed since the search) does not hide the others' text: they come
+    back, and the unknown ids are named with what to do (``missing`` in --json)."""
+    some = _json(cli("grep", "refund", "--store", built_store, "--json"))["hits"][0]["chunk_id"]
+    result = _json(cli("read", "gone.md#3", some, "--store", built_store, "--json", "--force"))
+    assert [c["chunk_id"] for c in result["chunks"]] == [some] and result["missing"] == ["gone.md#3"]
+    human = cli("read", some, "gone.md#3", "--store", built_store, "--force")
+    assert human.exit_code == 0 and f"[{some}]" in human.stdout
+    assert "(not found: gone.md#3 — its file was renamed or removed at an ingest" in human.stdout
 
 
 def test_malformed_jsonl_changes_nothing(cli, built_store: Path, tmp_path: Path) -> None:
