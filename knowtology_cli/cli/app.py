@@ -35,6 +35,15 @@ class OutputFormat(str, Enum):
     context = "context"
 
 
+def _builder_name(value: str) -> str:
+    """A known builder name, else a usage error (exit 2) naming the choices."""
+    from ..kb import BUILDERS  # deferred: only `kt build` reads it
+
+    if value not in BUILDERS:
+        raise typer.BadParameter(f"unknown builder {value!r}; use one of {', '.join(BUILDERS)}")
+    return value
+
+
 EPILOG = (
     "Shell completion: `kt --install-completion` adds it to your shell's startup file (bash, zsh, fish, "
     "PowerShell); `kt --show-completion` prints the script to install yourself.\n\n"
@@ -158,7 +167,7 @@ def ingest(
 
 @app.command()
 def build(
-    builder: Annotated[str, typer.Option(help="auto (hybrid if a model is configured, else cluster), hybrid (offline structure, LLM names), llm (LLM places every chunk) or cluster (offline).")] = "auto",
+    builder: Annotated[str, typer.Option(callback=_builder_name, help="auto (hybrid if a model is configured, else cluster), hybrid (offline structure, LLM names), llm (LLM places every chunk) or cluster (offline).")] = "auto",
     llm: Annotated[str | None, typer.Option(help="LLM as PROVIDER:MODEL, e.g. openai:gpt-4o-mini (env KNOWTOLOGY_LLM).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (batches, calls, tokens, cost); call nothing.")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the tree over instead of extending it.")] = False,
