@@ -205,7 +205,7 @@ def test_rst_sphinx_descriptions_console_blocks_and_index_markers() -> None:
     assert found == [
         ("heading", "# Fields"), ("heading", "## CharField"), ("label", "CharField(max_length=None, **options)"),
         ("text", "A string field."), ("text", "Styled paragraph."), ("heading", "## DEBUG"), ("text", "Default: False"),
-        ("code", "```\n$ python manage.py migrate books 0002\nOperations to perform:\n```")]
+        ("code", "```console\n$ python manage.py migrate books 0002\nOperations to perform:\n```")]
 
 
 def test_rst_cross_references_read_as_words() -> None:
@@ -898,9 +898,10 @@ def test_code_blocks_keep_the_language_their_markup_names() -> None:
     from knowtology_cli.parsers.rst import parse_rst
 
     rst = parse_rst("Run\n===\n\n.. code-block:: Shell-Session\n\n   $ kt ingest docs\n\n"
-                    ".. prompt:: bash $\n\n   make test\n\n.. code-block::\n\n   plain\n\nOr::\n\n   literal\n")
+                    ".. prompt:: bash $\n\n   make test\n\n.. code-block::\n\n   plain\n\nOr::\n\n   literal\n\n"
+                    ".. doctest::\n\n   >>> 1 + 1\n   2\n\n>>> shelf.count()\n3\n")
     fences = [b.text.split("\n", 1)[0] for s in rst.sections for b in s.blocks if b.kind == "code"]
-    assert fences == ["```shell-session", "```bash", "```", "```"]
+    assert fences == ["```shell-session", "```bash", "```", "```", "```pycon", "```pycon"]  # as Sphinx highlights
     page = parse_html(
         "<main><h1>Use</h1><div class='highlight-python notranslate'><div class='highlight'><pre>x = 1</pre></div></div>"
         "<pre><code class='hljs language-TypeScript'>let y = 2;</code></pre>"

@@ -176,7 +176,7 @@ class _Reader:
             body = lines[start:stop]
             if base in CODE_DIRECTIVES:
                 fence = "```" if marks[0] == ":" else marks
-                self.add(indent + fence + code_language(argument), head)
+                self.add(indent + fence + code_language(argument, base), head)
                 for j, line in enumerate(body, start=start):
                     self.add(line, at(j))
                 self.add(indent + fence, at(min(stop, len(lines) - 1)))

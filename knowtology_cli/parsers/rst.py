@@ -104,8 +104,8 @@ def _directive_class(name: str) -> Any:
                 lead = f"{label} {argument}".strip() if label else argument
             if code:
                 block = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
-                if code_language(argument):  # ``.. code-block:: python``: the fence says so
-                    block["language"] = code_language(argument)
+                if code_language(argument, base):  # ``.. code-block:: python``: the fence says so
+                    block["language"] = code_language(argument, base)
                 _place(self, block)
                 return [block]
             if lead:
@@ -329,7 +329,8 @@ def render(node: Any) -> str:
     if isinstance(node, nodes.paragraph) or kind in ("rubric", "caption", "attribution", "term", "line"):
         return node.astext().strip()
     if kind in ("literal_block", "doctest_block", "math_block"):
-        return "```" + node.get("language", "") + "\n" + node.astext().rstrip("\n") + "\n```"
+        language = node.get("language", "pycon" if kind == "doctest_block" else "")  # ">>>" lines: a Python session
+        return "```" + language + "\n" + node.astext().rstrip("\n") + "\n```"
     if kind == "bullet_list":
         return "\n".join(_indent(_children(item), "- ") for item in node.children)
     if kind == "enumerated_list":

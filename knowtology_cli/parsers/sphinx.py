@@ -51,11 +51,15 @@ PATH_ARGUMENT = re.compile(r"^\S*[/\\]\S*$")
 _EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
 
 
-def code_language(argument: str) -> str:
+#: The language of a code directive that names none, as Sphinx highlights it (Pygments' names).
+DIRECTIVE_LANGUAGES = {"doctest": "pycon", "testcode": "python", "console": "console"}
+
+
+def code_language(argument: str, directive: str = "") -> str:
     """The language a code directive's argument names (its first word: ``python``, ``bash`` of
-    ``prompt:: bash $``), lower case, or ""."""
+    ``prompt:: bash $``), lower case; else the one its kind implies (`DIRECTIVE_LANGUAGES`), or ""."""
     first = argument.split(None, 1)[0] if argument.strip() else ""
-    return first.lower() if LANGUAGE.fullmatch(first) else ""
+    return first.lower() if LANGUAGE.fullmatch(first) else DIRECTIVE_LANGUAGES.get(directive, "")
 
 
 def cross_reference(text: str) -> str:
