@@ -1346,7 +1346,8 @@ class KnowledgeBase:
     def import_tree(self, document: Any, *, collection: str | None = None, replace: bool = False,
                     strict: bool = False, source: str = "<document>") -> TreeImportReport:
         """Make the collection's tree the one in ``document`` (a tree document: JSON text, dict or
-        ``TreeDocument``), matching chunks by id; one transaction, nothing written on any error.
+        ``TreeDocument``), matching chunks by id, or by content hash under another id (a renamed
+        file: ``relinked``); one transaction, nothing written on any error.
 
         Chunks of the document missing from the store are skipped, store chunks missing from the
         document stay unmapped (``kt build`` places them), and chunks whose text changed since the
@@ -1367,10 +1368,10 @@ class KnowledgeBase:
                                   "importing would replace it", hint="pass --replace to replace it (`kt export "
                                   "--format json -o FILE` keeps a copy of the current one first)")
             stored = self.vectors.fingerprints(name)
-            present = [c for c in doc.chunks if c.chunk_id in stored]
-            missing = [c.chunk_id for c in doc.chunks if c.chunk_id not in stored]
-            listed = {c.chunk_id for c in doc.chunks}
-            not_listed = sorted(i for i in stored if i not in listed)
+            present, relinked = self._import_matches(doc.chunks, stored)
+            matched = {c.chunk_id for c in present}
+            missing = [c.chunk_id for c in doc.chunks if c.chunk_id not in stored and c.chunk_id not in relinked]
+            not_listed = sorted(i for i in stored if i not in matched)
             changed = [c.chunk_id for c in present if c.content_hash and c.content_hash != stored[c.chunk_id][0]]
             if doc.chunks and not present:
                 raise InputError(f"{source}: none of its {len(doc.chunks)} chunks is in collection {name!r}",
@@ -1390,7 +1391,41 @@ class KnowledgeBase:
         return TreeImportReport(collection=name, source=source, builder=doc.builder, replaced=bool(existing),
                                 nodes=len(nodes), mapped=len(present),
                                 dropped_nodes=len({n.path for n in doc.nodes} - {n.path for n in nodes}),
-                                missing_from_store=missing, unmapped_in_store=not_listed, changed=changed)
+                                missing_from_store=missing, unmapped_in_store=not_listed, changed=changed,
+                                relinked=relinked)
+
+    @staticmethod
+    def _import_matches(chunks: Sequence[Any], stored: dict[str, tuple[str, str]]) -> tuple[list[Any], dict[str, str]]:
+        """The document's chunks matched to stored ones: by id when the text is the same; else by its
+        text (content hash) under another id — an edit above it shifted the ids, a file was renamed —
+        then by id with changed text. Returns the matches (under the stored ids) and the relinked ids
+        (document id -> stored id)."""
+        exact = {c.chunk_id for c in chunks if c.chunk_id in stored and c.content_hash == stored[c.chunk_id][0]}
+        free: dict[str, list[str]] = {}
+        for chunk_id, (digest, _) in stored.items():
+            if chunk_id not in exact:
+                free.setdefault(digest, []).append(chunk_id)
+        out: list[Any] = [c for c in chunks if c.chunk_id in exact]
+        taken = set(exact)
+        relinked: dict[str, str] = {}
+        later = []
+        for c in chunks:
+            if c.chunk_id in exact:
+                continue
+            ids = [i for i in free.get(c.content_hash, []) if i not in taken] if c.content_hash else []
+            if ids:
+                target = c.chunk_id if c.chunk_id in ids else ids[0]
+                taken.add(target)
+                out.append(c.model_copy(update={"chunk_id": target}))
+                if target != c.chunk_id:
+                    relinked[c.chunk_id] = target
+            else:
+                later.append(c)
+        for c in later:  # the same id holding other text: kept there, stale until kt build re-places it
+            if c.chunk_id in stored and c.chunk_id not in taken:
+                taken.add(c.chunk_id)
+                out.append(c)
+        return out, relinked
 
     # status -------------------------------------------------------------------------------
     def status(self, *, collection: str | None = None) -> StatusReport:

@@ -361,3 +361,5 @@ class TreeImportReport(Record):
     missing_from_store: list[str] = Field(default_factory=list)
     unmapped_in_store: list[str] = Field(default_factory=list)
     changed: list[str] = Field(default_factory=list)
+    #: chunks found under another id by their text (ids an edit shifted, a renamed file): document id -> store id
+    relinked: dict[str, str] = Field(default_factory=dict)

@@ -503,3 +503,26 @@ def test_committed_json_schema_matches_the_model_and_validates_exports(exported:
     broken["nodes"][0]["level"] = 4
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, committed)
+
+
+def test_import_finds_the_chunks_of_a_renamed_file_by_their_text(exported: Path, tmp_path: Path) -> None:
+    """A file renamed since the export holds the same chunks under new ids; the exported tree still
+    lands on them, matched by their text (``relinked``): nothing is missing and nothing unplaced."""
+    corpus = tmp_path / "sample_corpus"
+    shutil.copytree(SAMPLE, corpus)
+    doc = _doc(exported)
+    page = max({c["doc_id"] for c in doc["chunks"] if c["doc_id"].endswith(".md")},
+               key=lambda d: sum(1 for c in doc["chunks"] if c["doc_id"] == d))
+    target = corpus / page.split("/", 1)[1]
+    target.rename(target.with_name("renamed-" + target.name))
+    store = tmp_path / "store"
+    kt("ingest", corpus, "--embedder", "hash", "--store", store)
+    result = json.loads(kt("import-tree", exported, "--json", "--store", store).stdout)
+    moved = sorted(c["chunk_id"] for c in doc["chunks"] if c["doc_id"] == page)
+    assert sorted(result["relinked"]) == moved and result["missing_from_store"] == []
+    assert all("/renamed-" in new for new in result["relinked"].values())
+    assert result["unmapped_in_store"] == [] and result["mapped"] == doc["chunk_count"]
+    status = json.loads(kt("status", "--json", "--store", store).stdout)["collections"][0]
+    assert (status["unmapped"], status["stale"]) == (0, False)
+    human = kt("import-tree", exported, "--replace", "--store", store).stdout
+    assert f"{len(moved)} chunks found under another id by their text" in human

@@ -85,5 +85,8 @@ def register(app: typer.Typer) -> None:
             if ids:
                 more = f" … (+{len(ids) - EXAMPLES_SHOWN} more; --json lists all)" if len(ids) > EXAMPLES_SHOWN else ""
                 out.print(f"  {len(ids)} chunks {what}: {', '.join(ids[:EXAMPLES_SHOWN])}{more}", markup=False)
+        if report.relinked:
+            out.print(f"  {len(report.relinked)} chunks found under another id by their text (an edit shifted "
+                      "the ids, or a file was renamed): mapped there", markup=False)
         if report.dropped_nodes:
             out.print(f"  {report.dropped_nodes} categories left out: none of their chunks is in the store", markup=False)
