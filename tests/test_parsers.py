@@ -837,6 +837,19 @@ def test_html_rustdoc_methods_are_sections_and_its_furniture_goes() -> None:
     ]
 
 
+def test_html_a_linked_slice_type_in_a_signature_is_part_of_it() -> None:
+    """rustdoc links ``[T]`` and ``[T; N]`` to the slice and array pages: words of the signature, not
+    an action label such as ``[src]``."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html("<main><h4>pub fn as_slices(&amp;self) -&gt; (&amp;<a href='primitive.slice.html'>[T]</a>, "
+                      "&amp;<a href='primitive.slice.html'>[T]</a>)</h4><p>Both halves.</p>"
+                      "<h3>impl From&lt;<a href='primitive.array.html'>[T; N]</a>&gt; for Ring</h3><p>Arrays.</p>"
+                      "<h2>Class: Hash<a class='srclink' href='https://x/hash.js'>[src]</a></h2><p>Hashes.</p></main>")
+    assert [b.text for s in page.sections for b in s.blocks if b.kind == "heading"] == [
+        "#### pub fn as_slices(&self) -> (&[T], &[T])", "### impl From<[T; N]> for Ring", "## Class: Hash"]
+
+
 def test_html_pointers_marks_and_phrases_read_as_a_browser_shows_them() -> None:
     """A link that ends a passage and goes where the heading's own link goes points on ("Read more"
     under a post's linked title on a blog's index); a link to an anchor with no word (``§``, ``↩``)

@@ -59,10 +59,11 @@ LINK_DENSITY = 0.5
 LINK_MIN = 3
 #: A list item at least this share link text is a link (a menu entry); below it says something more.
 LINK_ITEM = 0.8
-#: A link in a heading that is a bracketed label (``[src]``, ``[edit]``) is an action, not its
-#: title; so is one to an anchor whose text has no word (``#``, ``¶``, ``§``): its permalink. A
-#: signature's ``()`` linking the unit type's page is a word of the title.
-_HEADING_ACTION = re.compile(r"\[[^\]]*\]")
+#: A link in a heading that is a bracketed lower-case label (``[src]``, ``[edit]``) is an action, not
+#: its title; so is one to an anchor whose text has no word (``#``, ``¶``, ``§``): its permalink. A
+#: signature's linked types are words of the title: ``()`` (the unit type), ``[T]`` and ``[T; N]``
+#: (a slice, an array).
+_HEADING_ACTION = re.compile(r"\[[a-z]{2,}(?: [a-z]+)*\]")
 _WORD = re.compile(r"\w")
 #: The element `_clean` leaves where it removed furniture or a link list.
 _REMOVED = "kt-removed"
