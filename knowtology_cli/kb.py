@@ -441,9 +441,10 @@ class KnowledgeBase:
         """The file an ingest into ``collection`` keeps while it writes (None without a store folder)."""
         return self.settings.store_dir / f".ingest-{collection}.pending" if self.settings is not None else None
 
-    def _interrupted(self, collection: str) -> str:
+    def _interrupted(self, collection: str, stored: int | None = None) -> str:
         """Advice when an ingest into ``collection`` stopped before it finished ("" otherwise, and
-        while another process still holds the write lock: that ingest is running)."""
+        while another process still holds the write lock: that ingest is running); ``stored``: the
+        collection's chunks, when known."""
         marker = self._ingest_marker(collection)
         if marker is None or not marker.is_file():
             return ""
@@ -459,7 +460,8 @@ class KnowledgeBase:
         except (OSError, ValueError, AttributeError):
             roots = []
         again = f"kt ingest {' '.join(shlex.quote(r) for r in roots)}" if roots else "the same kt ingest"
-        return f"an ingest was stopped before it finished (some documents are partly stored): run {again} again"
+        kept = "nothing was stored yet" if stored == 0 else "some documents are partly stored"
+        return f"an ingest was stopped before it finished ({kept}): run {again} again"
 
     def _gone_in_scope(self, name: str, left: list[str], owners: dict[str, tuple[str, str]]) -> list[str]:
         """Files (``source/path``) of the folders this run read whose stored chunks it did not read again
@@ -679,7 +681,7 @@ class KnowledgeBase:
         owned = sum(r.chunks for r in rows)
         total = self.vectors.count(name) - len(self.tree.pending_removals().get(name, []))
         return SourcesReport(collection=name, sources=rows, unregistered=max(0, total - owned),
-                             interrupted=self._interrupted(name))
+                             interrupted=self._interrupted(name, stored=total))
 
     def rm(
         self,
@@ -1452,9 +1454,9 @@ class KnowledgeBase:
             fresh = tree_freshness(self, info.name, chunks=len(stored), unmapped=len(stored) - mapped + changed,
                                    orphans=len(mapped_hashes) - mapped, nodes=nodes)
             gone, newer = self._disk_changes(info.name)
-            interrupted = self._interrupted(info.name)
+            interrupted = self._interrupted(info.name, stored=len(stored))
             notes = [interrupted] if interrupted else []
-            notes += [fresh.advice] if fresh.advice else []
+            notes += [fresh.advice] if fresh.advice and not (interrupted and not stored) else []
             if gone:
                 first = next(iter(gone.values()))[0]
                 notes.append(f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "

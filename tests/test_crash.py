@@ -93,6 +93,15 @@ def test_embedding_provider_failing_mid_ingest_leaves_no_half_batch(workspace, t
     assert _kb(store).status().collections[0].state != "interrupted" and not _kb(store).sources().interrupted
 
 
+def test_a_first_ingest_stopped_before_its_first_batch_says_nothing_was_stored(workspace, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(EmbeddingError):
+        _kb(store, embedder=FlakyEmbedder(fail_on=1)).ingest([str(workspace.v1)], embedder="hash")
+    row = _kb(store).status().collections[0]
+    assert row.chunks == 0 and row.state == "interrupted"
+    assert row.advice == f"an ingest was stopped before it finished (nothing was stored yet): run kt ingest {workspace.v1} again"
+
+
 def test_killed_before_the_index_refresh_rerun_restores_keyword_search(workspace, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from knowtology_cli.stores.lance import LanceVectorStore
