@@ -1113,6 +1113,7 @@ def test_ref_labels_show_the_title_of_the_section_they_stand_above(tmp_path: Pat
     assert doc.sections[0].blocks[-1].text == ("See Cross Site Scripting (XSS), Cross Site Scripting (XSS), "
                                                "First steps and not a title.")
     myst = tmp_path / "guide.md"
-    myst.write_text("# Guide\n\nMind {ref}`xss`.\n")
-    assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == \
-        "Mind Cross Site Scripting (XSS)."
+    myst.write_text("# Guide\n\nMind {ref}`xss`, [](#first-steps), [](security.rst), [](first-steps) "
+                    "and [](no-such-label); keep `[](code)`.\n")
+    assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == (
+        "Mind Cross Site Scripting (XSS), First steps, Security, First steps and no such label; keep `[](code)`.")

@@ -20,6 +20,7 @@ from .sphinx import (
     PATH_ARGUMENT,
     Titles,
     code_language,
+    cross_reference,
     show_role,
     version_label,
 )
@@ -30,8 +31,9 @@ _DIRECTIVE = re.compile(r"([ \t]*)(`{3,}|~{3,}|:{3,})[ \t]*\{([A-Za-z][\w:.+-]*)
 _COLON_CLOSE = re.compile(r"[ \t]*(:{3,})[ \t]*")
 #: A role: ``{name}`text```.
 _ROLE = re.compile(r"\{([A-Za-z][\w:.+-]*)\}(`+)(?!`)(.+?)(?<!`)\2(?!`)")
-#: A code span's opening backticks, or a role's start (as MyST's inline rules see them, left to right).
-_INLINE = re.compile(r"\{[A-Za-z][\w:.+-]*\}`|`+")
+#: A code span's opening backticks, a role's start, or a reference that takes its target's title,
+#: ``[](target)`` (as MyST's inline rules see them, left to right).
+_INLINE = re.compile(r"\{[A-Za-z][\w:.+-]*\}`|`+|\[\]\(<?([^()\s<>]+)>?\)")
 #: An option line right after a directive's opening: ``:caption: Example``, ``:linenos:``.
 _OPTION = re.compile(r"[ \t]*:([\w-]+):(?:[ \t]+(.*?))?[ \t]*")
 #: A target line: ``(label)=``.
@@ -53,9 +55,9 @@ _NOTHING = frozenset({"image", "iframe", "video", "youtube", "bibliography", "ta
 
 
 def uses_myst(text: str) -> bool:
-    """Whether ``text`` uses MyST's own syntax: a ``{name}`` directive fence, a ``{role}`` use or a
-    target line, ``(label)=``."""
-    if ")=" in text and _TARGET.search(text):
+    """Whether ``text`` uses MyST's own syntax: a ``{name}`` directive fence, a ``{role}`` use, a
+    target line ``(label)=`` or a reference ``[](target)`` that takes its target's title."""
+    if ")=" in text and _TARGET.search(text) or "[](" in text:
         return True
     return "{" in text and (any("}`" in line and roles(line) != line for line in text.split("\n"))
                             or any(_DIRECTIVE.fullmatch(line) for line in text.split("\n") if "{" in line))
@@ -78,10 +80,23 @@ def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None)
     return shown if base in _WORD_ROLES else f"`{shown}`"
 
 
+def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:
+    """What ``[](target)`` shows: the title of the section a label (``#label``, ``project:#label``)
+    or of the page a path names, else the target's last part in words."""
+    target = target.removeprefix("project:")
+    label = target.lstrip("#")
+    if titles is not None and label:
+        found = titles("ref", label) if target.startswith("#") or "/" not in target and "." not in target else ""
+        found = found or titles("doc", re.sub(r"\.(md|rst|txt)$", "", target.split("#", 1)[0]))
+        if found:
+            return found
+    return cross_reference(label.rsplit("#", 1)[-1].rsplit(".", 1)[0] if label else target)
+
+
 def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
     """``line`` with its roles as the text they show (``titles``: see `sphinx.show_role`); a code
     span is code (```{x}` `` stays)."""
-    if "}`" not in line:
+    if "}`" not in line and "[](" not in line:
         return line
     out: list[str] = []
     at = 0
@@ -90,6 +105,10 @@ def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
         if role is not None:
             out.append(line[at:found.start()] + _role(role, titles))
             at = role.end()
+            continue
+        if found.group(0).startswith("[]("):  # MyST's reference with the target's own title
+            out.append(line[at:found.start()] + _reference(found.group(1), titles))
+            at = found.end()
             continue
         ticks = found.group(0) if not found.group(0).startswith("{") else ""
         close = re.compile(rf"(?<!`){ticks}(?!`)").search(line, found.end()) if ticks else None
