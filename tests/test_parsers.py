@@ -1117,3 +1117,17 @@ def test_ref_labels_show_the_title_of_the_section_they_stand_above(tmp_path: Pat
                     "and [](no-such-label); keep `[](code)`.\n")
     assert parse_markdown(myst.read_text(), path=myst, root=tmp_path).sections[0].blocks[-1].text == (
         "Mind Cross Site Scripting (XSS), First steps, Security, First steps and no such label; keep `[](code)`.")
+
+
+def test_an_unknown_directive_holding_code_shows_it_as_written() -> None:
+    """A directive docutils does not know whose content indents where reST allows no indent is code
+    (``.. click:example::`` holds Python): a fenced block with its indentation, not paragraphs; one
+    whose content is reST stays text."""
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst("Options\n=======\n\n.. click:example::\n\n    @click.command()\n    def info(shout):\n"
+                    "        rv = sys.platform\n        if shout:\n            rv = rv.upper()\n\n"
+                    ".. custom-note::\n\n    This is a *note*.\n\n    - a list\n")
+    assert [b.text for s in doc.sections for b in s.blocks][1:] == [
+        "```\n@click.command()\ndef info(shout):\n    rv = sys.platform\n    if shout:\n        rv = rv.upper()\n```",
+        "This is a note.\n\n- a list"]

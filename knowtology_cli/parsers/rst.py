@@ -33,6 +33,9 @@ from .sphinx import (
 
 #: A ``class`` argument that is a description's signature, not a style class name.
 _SIGNATURE = re.compile(r"[(.A-Z]")
+#: What docutils reports for a line indented right under a paragraph: in a directive's content, the
+#: sign of code (a function's body) rather than reST.
+_UNEXPECTED_INDENT = "Unexpected indentation."
 #: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
 _LABEL_CLASS = "kt-label"
 _ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
@@ -117,7 +120,16 @@ def _directive_class(name: str) -> Any:
                     para["classes"].append(_LABEL_CLASS)
                 box += para
             if self.content:
+                head = list(box.children)
                 self.state.nested_parse(self.content, self.content_offset, box)
+                if any(_UNEXPECTED_INDENT in m.astext() for m in box.findall(nodes.system_message)):
+                    # content whose lines indent where reST allows no indent is code, not reST
+                    # (``.. click:example::`` holds Python): shown as written
+                    source = "\n".join(self.content)
+                    block = nodes.literal_block(source, source)
+                    _place(self, block)
+                    box.children = []
+                    box.extend([*head, block])
             return [box]
 
     return KeptDirective
