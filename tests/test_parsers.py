@@ -1027,6 +1027,9 @@ def test_myst_markdown_reads_as_what_sphinx_shows() -> None:
         ("text", "Scans an aisle.", 46),
     ]
     assert doc.sections[0].titles == ("Pantry API",)
+    # an extension's directive with nothing but its argument shows nothing; a signature alone stays
+    bare = parse_markdown("# Changes\n\n```{towncrier-draft-entries} main\n```\n\n```{py:function} scan(aisle)\n```\n")
+    assert [b.text for b in bare.sections[0].blocks] == ["# Changes", "scan(aisle)"]
     # plain Markdown with braces is left alone
     plain = parse_markdown("# Sets\n\nA set {1, 2} and `{x}` code.\n\n% of users\n\nLogs `${rotation}` and `${pid}`.\n")
     assert [b.text for b in plain.sections[0].blocks] == [

@@ -218,6 +218,12 @@ class _Reader:
             label = ""  # a build condition or a file it points at is no text
         else:  # a tab's or card's title ("Python:"), or a description's signature
             label, signature = argument, base not in _CONTAINERS
+            stop = next((j for j in range(start, len(lines)) if _closes(marks, lines[j])), len(lines))
+            if signature and ":" not in name and not base.startswith("auto") \
+                    and not any(line.strip() for line in lines[start:stop]):
+                for j in range(start - 1, min(stop + 1, len(lines))):  # an extension's directive with
+                    self.add("", at(j))  # nothing to show but its argument ("{towncrier-draft-entries} main")
+                return stop + 1
         label = roles(label, self._titles(here))
         if label and titled and not signature and not label.endswith((":", ".", "!", "?")):
             label += ":"  # "New in version 2.1: text", as the reST reader words it
