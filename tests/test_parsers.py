@@ -1027,6 +1027,9 @@ def test_myst_markdown_reads_as_what_sphinx_shows() -> None:
         ("text", "Scans an aisle.", 46),
     ]
     assert doc.sections[0].titles == ("Pantry API",)
+    # a role whose text runs on to the next line reads whole
+    split = parse_markdown("# Args\n\nThey are {ref}`documented in the\ncommand docstring <docs>` as usual.\n")
+    assert split.sections[0].blocks[1].text == "They are documented in the command docstring as usual."
     # an extension's directive with nothing but its argument shows nothing; a signature alone stays
     bare = parse_markdown("# Changes\n\n```{towncrier-draft-entries} main\n```\n\n```{py:function} scan(aisle)\n```\n")
     assert [b.text for b in bare.sections[0].blocks] == ["# Changes", "scan(aisle)"]

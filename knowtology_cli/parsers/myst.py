@@ -59,7 +59,8 @@ def uses_myst(text: str) -> bool:
     target line ``(label)=`` or a reference ``[](target)`` that takes its target's title."""
     if ")=" in text and _TARGET.search(text) or "[](" in text:
         return True
-    return "{" in text and (any("}`" in line and roles(line) != line for line in text.split("\n"))
+    return "{" in text and (any("}`" in line and (roles(line) != line or _opens_role(line))
+                                for line in text.split("\n"))
                             or any(_DIRECTIVE.fullmatch(line) for line in text.split("\n") if "{" in line))
 
 
@@ -91,6 +92,25 @@ def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:
         if found:
             return found
     return cross_reference(label.rsplit("#", 1)[-1].rsplit(".", 1)[0] if label else target)
+
+
+def _opens_role(line: str) -> bool:
+    """Whether ``line`` opens a role its own text does not close (``{ref}`the guide`` going on to
+    the next line); a code span is code."""
+    at = 0
+    while (found := _INLINE.search(line, at)) is not None:
+        mark = found.group(0)
+        if mark.startswith("{"):
+            role = _ROLE.match(line, found.start())
+            if role is None:
+                return True
+            at = role.end()
+        elif mark.startswith("[]("):
+            at = found.end()
+        else:
+            close = re.compile(rf"(?<!`){mark}(?!`)").search(line, found.end())
+            at = close.end() if close is not None else found.end()
+    return False
 
 
 def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
@@ -167,6 +187,12 @@ class _Reader:
                 fence = plain.group(1)
                 self.add(line, at(i))
                 i += 1
+                continue
+            if "}`" in line and _opens_role(line) and i + 1 < len(lines) and lines[i + 1].strip() \
+                    and not FENCE_LINE.match(lines[i + 1]):  # a role whose text runs on to the next line
+                self.add(roles(line.rstrip() + " " + lines[i + 1].strip(), self._titles(here)), at(i))
+                self.add("", at(i + 1))
+                i += 2
                 continue
             self.add("" if _NO_TEXT.fullmatch(line) else roles(line, self._titles(here)), at(i))
             i += 1
