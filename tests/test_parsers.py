@@ -1112,6 +1112,7 @@ def test_ref_labels_show_the_title_of_the_section_they_stand_above(tmp_path: Pat
         "Security\n========\n\n.. _security-xss:\n.. _xss:\n\nCross Site Scripting (XSS)\n"
         "--------------------------\n\nText.\n\n.. _not-a-title:\n\nA paragraph.\n")
     (tmp_path / "intro.md").write_text("(first-steps)=\n\n# First *steps*\n")
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)  # labels are read as ingest walks
     page = tmp_path / "uploads.rst"
     page.write_text("Uploads\n=======\n\nSee :ref:`security-xss`, :ref:`XSS`, :ref:`first-steps` and "
                     ":ref:`not-a-title`.\n")

@@ -173,9 +173,11 @@ def label_titles(root: Path) -> dict[str, str]:
     key = root.as_posix()
     listed = _listings.get(key)
     if listed is None or time.monotonic() - listed[0] > LISTING_SECONDS:
+        from ..ingest import document_files  # deferred: ingest imports the parsers
+
         stamps = []
-        for path in sorted(root.rglob("*")):
-            if path.suffix.lower() in DOC_SUFFIXES and not any(p.startswith(".") for p in path.relative_to(root).parts):
+        for path in document_files(root):  # as `kt ingest` walks: hidden folders and link loops skipped
+            if path.suffix.lower() in DOC_SUFFIXES:
                 try:
                     stat = path.stat()
                 except OSError:
