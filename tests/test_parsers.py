@@ -1138,3 +1138,18 @@ def test_an_unknown_directive_holding_code_shows_it_as_written() -> None:
     assert [b.text for s in doc.sections for b in s.blocks][1:] == [
         "```\n@click.command()\ndef info(shout):\n    rv = sys.platform\n    if shout:\n        rv = rv.upper()\n```",
         "This is a note.\n\n- a list"]
+
+
+def test_only_keeps_what_an_html_build_shows() -> None:
+    """``.. only:: not latex`` holds what the HTML documentation shows, ``.. only:: latex`` what a PDF
+    does: a reader gets one copy. The content kept reads as what it is (a table stays a table)."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst("Plugins\n=======\n\n.. only:: not latex\n\n   +-------+---------+\n   | name  | summary |\n"
+                    "   +=======+=========+\n   | alpha | first   |\n   +-------+---------+\n\n"
+                    ".. only:: latex\n\n   alpha\n     first\n\n.. only:: (html or epub) and not man\n\n   Shown.\n")
+    assert [(b.kind, b.text) for b in doc.sections[0].blocks][1:] == [
+        ("table", "| name | summary |\n| --- | --- |\n| alpha | first |"), ("text", "Shown.")]
+    myst = parse_markdown("# P\n\n```{only} latex\nFor print.\n```\n\n```{only} html\nFor the web.\n```\n")
+    assert [b.text for b in myst.sections[0].blocks] == ["# P", "For the web."]

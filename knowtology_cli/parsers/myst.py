@@ -21,6 +21,7 @@ from .sphinx import (
     Titles,
     code_language,
     cross_reference,
+    html_build_shows,
     show_role,
     version_label,
 )
@@ -216,7 +217,8 @@ class _Reader:
         for j in range(i + 1, start - 1):
             self.add("", at(j))
         head = at(i)  # what the opening becomes cites the directive's line
-        if base in NAVIGATION_DIRECTIVES or base in _NOTHING or base == "eval-rst" or base in CODE_DIRECTIVES:
+        hidden = base == "only" and not html_build_shows(argument)  # content for another build
+        if base in NAVIGATION_DIRECTIVES or base in _NOTHING or base == "eval-rst" or base in CODE_DIRECTIVES or hidden:
             stop = next((j for j in range(start, len(lines)) if _closes(marks, lines[j])), len(lines))
             body = lines[start:stop]
             if base in CODE_DIRECTIVES:

@@ -27,6 +27,7 @@ from .sphinx import (
     PATH_ARGUMENT,
     Titles,
     code_language,
+    html_build_shows,
     show_role,
     version_label,
 )
@@ -93,6 +94,10 @@ def _directive_class(name: str) -> Any:
                 marker = nodes.comment()
                 _place(self, marker)
                 return [marker]
+            if name == "only" and not html_build_shows(" ".join(self.arguments)):
+                marker = nodes.comment()  # content for another build (``.. only:: latex``)
+                _place(self, marker)
+                return [marker]
             box = nodes.container(classes=["kt-directive"])
             _place(self, box)
             argument = " ".join(self.arguments).strip()
@@ -130,6 +135,8 @@ def _directive_class(name: str) -> Any:
                     _place(self, block)
                     box.children = []
                     box.extend([*head, block])
+            if name in CONDITION_DIRECTIVES:  # the page's own text: its tables, lists and code as such
+                return list(box.children)
             return [box]
 
     return KeptDirective

@@ -55,6 +55,58 @@ _EXPLICIT_TITLE = re.compile(r"^(.+?)\s*<([^<>]*)>$", re.S)
 DIRECTIVE_LANGUAGES = {"doctest": "pycon", "testcode": "python", "console": "console"}
 
 
+#: The tags an HTML build of a Sphinx project sets, which ``.. only::`` expressions test: what a
+#: reader of the documentation sees is its HTML build.
+HTML_TAGS = frozenset({"html", "format_html", "builder_html"})
+_TAG_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+def html_build_shows(expression: str) -> bool:
+    """Whether an HTML build shows the content of ``.. only:: expression`` (``html``, ``not latex``,
+    ``html or epub``, parentheses); an expression that does not parse is shown."""
+    tokens = _TAG_TOKEN.findall(expression)
+    at = 0
+
+    def disjunction() -> bool:
+        nonlocal at
+        value = conjunction()
+        while at < len(tokens) and tokens[at] == "or":
+            at += 1
+            value = conjunction() or value
+        return value
+
+    def conjunction() -> bool:
+        nonlocal at
+        value = negation()
+        while at < len(tokens) and tokens[at] == "and":
+            at += 1
+            value = negation() and value
+        return value
+
+    def negation() -> bool:
+        nonlocal at
+        if at < len(tokens) and tokens[at] == "not":
+            at += 1
+            return not negation()
+        if at < len(tokens) and tokens[at] == "(":
+            at += 1
+            value = disjunction()
+            if at >= len(tokens) or tokens[at] != ")":
+                raise ValueError(expression)
+            at += 1
+            return value
+        if at >= len(tokens) or tokens[at] in ("and", "or", ")"):
+            raise ValueError(expression)
+        at += 1
+        return tokens[at - 1] in HTML_TAGS
+
+    try:
+        shown = disjunction()
+    except ValueError:
+        return True
+    return shown if at == len(tokens) else True
+
+
 def code_language(argument: str, directive: str = "") -> str:
     """The language a code directive's argument names (its first word: ``python``, ``bash`` of
     ``prompt:: bash $``), lower case; else the one its kind implies (`DIRECTIVE_LANGUAGES`), or ""."""
