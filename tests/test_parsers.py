@@ -1153,3 +1153,19 @@ def test_only_keeps_what_an_html_build_shows() -> None:
         ("table", "| name | summary |\n| --- | --- |\n| alpha | first |"), ("text", "Shown.")]
     myst = parse_markdown("# P\n\n```{only} latex\nFor print.\n```\n\n```{only} html\nFor the web.\n```\n")
     assert [b.text for b in myst.sections[0].blocks] == ["# P", "For the web."]
+
+
+def test_markdown_pymdownx_blocks_read_as_their_title_and_text() -> None:
+    """pymdownx Blocks (``/// warning | Title``, options indented below, ``///`` closing) read as the
+    title and the text, as MkDocs' ``!!!`` admonitions do; a rendered-output wrapper (``/// html``)
+    leaves its content; an alert kind a plugin adds (``> [!new] New 11.0``) reads like GitHub's;
+    Blocks syntax inside code stays code."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+
+    doc = parse_markdown("# Snippets\n\n/// warning | Not Meant for Users\n    type: warning\n\nMeant for docs.\n"
+                         "///\n\n/// tab | Python\n```py\nx = 1\n```\n///\n\n/// note\nA note.\n///\n\n"
+                         "/// html | div.result\nRendered **out**.\n///\n\n> [!new] New 11.0\n> Added.\n\n"
+                         "```\n/// note\nkept\n///\n```\n")
+    assert [b.text for b in doc.sections[0].blocks][1:] == [
+        "Not Meant for Users:", "Meant for docs.", "Python:", "```py\nx = 1\n```", "Note:\nA note.",
+        "Rendered **out**.", "> New 11.0:\n> Added.", "```\n/// note\nkept\n///\n```"]

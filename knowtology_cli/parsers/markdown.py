@@ -100,8 +100,16 @@ def _meta_data(lines: list[str]) -> tuple[str, int]:
 #: a collapsible one (``??? info``, ``???+ tip``) or a content tab (``=== "Python"``), its body the
 #: lines indented four spaces below it.
 _BLOCK_MARKER = re.compile(r'(?:(!!!|\?\?\?\+?)[ \t]+([A-Za-z][\w-]*)|(===[!+]?))(?:[ \t]+"([^"]*)")?[ \t]*$')
-#: GitHub's alert marker opening a block quote (its five kinds).
-_ALERT = re.compile(r"([ \t]*>[ \t]*)\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*", re.I)
+#: An alert marker opening a block quote: GitHub's five kinds (``> [!NOTE]``) and the kinds MkDocs
+#: plugins add (``> [!new]``).
+_ALERT = re.compile(r"([ \t]*>[ \t]*)\[!([A-Za-z][\w-]*)\][ \t]*(.*?)[ \t]*")
+#: pymdownx Blocks: ``/// note | Title`` opens a block (YAML option lines indented below it), ``///``
+#: closes it; more slashes nest.
+_BLOCK_OPEN = re.compile(r"[ \t]*(/{3,})[ \t]*([A-Za-z][\w-]*)(?:[ \t]*\|[ \t]*(.*?))?[ \t]*")
+_BLOCK_CLOSE = re.compile(r"[ \t]*(/{3,})[ \t]*")
+#: Blocks whose header is no text: their content is the page's (a rendered-output wrapper, a
+#: definition list, a caption's own line).
+_PLAIN_BLOCKS = frozenset({"html", "define", "caption", "markdown"})
 
 
 def _unwrap_blocks(lines: list[str]) -> list[str]:
@@ -123,8 +131,23 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
         stripped = line.lstrip()
         indent = len(line) - len(stripped)
         alert = _ALERT.fullmatch(line)
-        if alert:  # GitHub's alerts: "> [!WARNING]" reads "> Warning:"
-            out[i] = f"{alert.group(1)}{alert.group(2).capitalize()}:"
+        if alert:  # GitHub's alerts: "> [!WARNING]" reads "> Warning:", "> [!new] New 11.0" "> New 11.0:"
+            lead = alert.group(3) or alert.group(2).replace("-", " ").capitalize()
+            out[i] = f"{alert.group(1)}{lead}" + ("" if lead.endswith((":", ".", "!", "?")) else ":")
+            continue
+        opened = _BLOCK_OPEN.fullmatch(line) if "///" in line else None
+        if opened is not None:  # pymdownx Blocks: the header reads as a label, options and the close go
+            kind, title = opened.group(2).lower(), (opened.group(3) or "").strip()
+            label = "" if kind in _PLAIN_BLOCKS else title or kind.replace("-", " ").capitalize()
+            indent = line[: len(line) - len(line.lstrip())]
+            out[i] = indent + label + ("" if not label or label.endswith((":", ".", "!", "?")) else ":")
+            j = i + 1
+            while j < len(out) and out[j].startswith((indent + "    ", indent + "\t")) and out[j].strip():
+                out[j] = ""  # its YAML options ("type: warning", "open: true")
+                j += 1
+            continue
+        if _BLOCK_CLOSE.fullmatch(line) if "///" in line else False:
+            out[i] = ""
             continue
         marker = _BLOCK_MARKER.fullmatch(stripped)
         if marker is None:
@@ -261,7 +284,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
         lines, where, read_in, not_read = read_myst(lines, where, path, root)
         includes += [f for f in read_in if f not in includes]
         unread += [u for u in not_read if u not in unread]
-    if "!!!" in text or "???" in text or "===" in text or "[!" in text:
+    if "!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text:
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
     env: dict[str, Any] = {}  # the block parse collects link reference definitions here
