@@ -1169,3 +1169,18 @@ def test_markdown_pymdownx_blocks_read_as_their_title_and_text() -> None:
     assert [b.text for b in doc.sections[0].blocks][1:] == [
         "Not Meant for Users:", "Meant for docs.", "Python:", "```py\nx = 1\n```", "Note:\nA note.",
         "Rendered **out**.", "> New 11.0:\n> Added.", "```\n/// note\nkept\n///\n```"]
+
+
+def test_markdown_attribute_lists_and_icon_shortcodes_are_no_text() -> None:
+    """Python-Markdown attribute lists (``{: .source-link }``, ``{: #\\9.0}`` on a heading) and MkDocs
+    Material icons (``:octicons-file-code-24:``) are markup; a line of nothing else goes. In code
+    spans and code blocks they stay."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+
+    doc = parse_markdown("# 9.0 Migration Notes {: #\\9.0}\n\n[:octicons-file-code-24:][_b64]{: .source-link }\n\n"
+                         "## Bug Reports :material-bug:\n\nUse [the button](x.md){: .md-button } now.\n\n"
+                         "A dict {a: 1} and `{: .kept}` code.\n\n```\n{: .kept-in-code }\n```\n")
+    assert [b.text for s in doc.sections for b in s.blocks] == [
+        "# 9.0 Migration Notes", "## Bug Reports", "Use [the button](x.md) now.", "A dict {a: 1} and `{: .kept}` code.",
+        "```\n{: .kept-in-code }\n```"]
+    assert [s.titles for s in doc.sections][-1] == ("9.0 Migration Notes", "Bug Reports")

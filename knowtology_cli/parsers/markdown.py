@@ -46,7 +46,16 @@ def _inline_markdown() -> Any:
 # (``## Setup {#setup .note}``, ``## Setup {: #setup }``): ids, classes and key=value pairs only, so
 # a heading that ends in a literal ``{a, b}`` keeps it. The closing hashes before it go too.
 _HEADING_ATTRS = re.compile(
-    r"""(?:\s+#+)?\s*\{:?(?:\s*(?:[#.][\w:.-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+\s*\}\s*$""")
+    r"""(?:\s+#+)?\s*\{:?(?:\s*(?:[#.][\w:.\\-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+\s*\}\s*$""")
+#: Python-Markdown attribute lists after an element (``[Go](x){: .md-button }``, ``{ .annotate }``),
+#: MkDocs Material's icon shortcodes (``:octicons-file-code-24:``, ``:material-bug:``) and the empty
+#: links they leave (``[][ref]``, ``[]()``): markup, no text.
+_INLINE_FURNITURE = re.compile(
+    r"""\{:?(?:[ \t]*(?:[#.][\w:.\\-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+[ \t]*\}"""
+    r"|:(?:octicons|material|fontawesome|simple|twemoji)-[\w-]+:")
+_EMPTY_LINK = re.compile(r"\[\]\[[^\]\n]*\]|\[\]\(\)")
+#: A code span, kept whole when a line is split around it.
+_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
 
 
 def heading_text(source: str, env: dict[str, Any] | None = None) -> str:
@@ -128,6 +137,11 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
         if opened:
             fence = opened.group(1)
             continue
+        if "{" in line or ":" in line:
+            tidy = "".join(part if n % 2 else _EMPTY_LINK.sub("", _INLINE_FURNITURE.sub("", part))
+                           for n, part in enumerate(_CODE_SPAN.split(line)))  # code spans are code
+            if tidy != line:
+                out[i] = line = tidy.rstrip() if tidy.strip() else ""
         stripped = line.lstrip()
         indent = len(line) - len(stripped)
         alert = _ALERT.fullmatch(line)
@@ -284,7 +298,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
         lines, where, read_in, not_read = read_myst(lines, where, path, root)
         includes += [f for f in read_in if f not in includes]
         unread += [u for u in not_read if u not in unread]
-    if "!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text:
+    if "!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text or _INLINE_FURNITURE.search(text):
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
     env: dict[str, Any] = {}  # the block parse collects link reference definitions here
