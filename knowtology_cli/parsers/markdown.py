@@ -54,6 +54,9 @@ _INLINE_FURNITURE = re.compile(
     r"""\{:?(?:[ \t]*(?:[#.][\w:.\\-]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s}]+)))+[ \t]*\}"""
     r"|:(?:octicons|material|fontawesome|simple|twemoji)-[\w-]+:")
 _EMPTY_LINK = re.compile(r"\[\]\[[^\]\n]*\]|\[\]\(\)")
+#: An ATX heading's opening and optional closing sequence of ``#``.
+_ATX_OPEN = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t]|$)")
+_ATX_CLOSE = re.compile(r"[ \t]+#+[ \t]*$")
 #: A code span, kept whole when a line is split around it.
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
 
@@ -141,6 +144,8 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
             tidy = "".join(part if n % 2 else _EMPTY_LINK.sub("", _INLINE_FURNITURE.sub("", part))
                            for n, part in enumerate(_CODE_SPAN.split(line)))  # code spans are code
             if tidy != line:
+                if _ATX_OPEN.match(tidy):  # `### Title ### {: #id}`: its closing hashes go with the list
+                    tidy = _ATX_CLOSE.sub("", tidy)
                 out[i] = line = tidy.rstrip() if tidy.strip() else ""
         stripped = line.lstrip()
         indent = len(line) - len(stripped)
