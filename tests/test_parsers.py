@@ -1109,7 +1109,7 @@ def test_ref_labels_show_the_title_of_the_section_they_stand_above(tmp_path: Pat
     from knowtology_cli.parsers.rst import parse_rst
 
     (tmp_path / "security.rst").write_text(
-        "Security\n========\n\n.. _security-xss:\n.. _xss:\n\nCross Site Scripting (XSS)\n"
+        "Security\n========\n\n.. _security-xss:\n.. _`xss`:\n\nCross Site Scripting (XSS)\n"
         "--------------------------\n\nText.\n\n.. _not-a-title:\n\nA paragraph.\n")
     (tmp_path / "intro.md").write_text("(first-steps)=\n\n# First *steps*\n")
     (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)  # labels are read as ingest walks

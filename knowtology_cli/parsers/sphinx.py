@@ -191,7 +191,7 @@ def _title(path: str, _mtime: int, _size: int) -> str:
 
 
 #: A label line, ``.. _label:``.
-_LABEL_LINE = re.compile(r"\.\. _([^:`\n][^:\n]*):[ \t]*$")
+_LABEL_LINE = re.compile(r"\.\. _(?:`([^`\n]+)`|([^:`\n][^:\n]*)):[ \t]*$")  # the quoted form may hold ":"
 #: A MyST target line, ``(label)=``.
 _MYST_LABEL_LINE = re.compile(r"\(([^()\s][^()]*)\)=[ \t]*$")
 #: A line of one punctuation character repeated: a reST title's adornment.
@@ -269,7 +269,7 @@ def _file_labels(path: str, _mtime: int, _size: int) -> tuple[tuple[str, str], .
     for i, line in enumerate(lines):
         label = _LABEL_LINE.match(line) or _MYST_LABEL_LINE.match(line)
         if label:
-            pending.append(label.group(1).strip().lower())
+            pending.append(next(g for g in label.groups() if g).strip().lower())
             continue
         if not line.strip() or not pending:
             continue
