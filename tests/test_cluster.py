@@ -707,6 +707,10 @@ def test_a_heading_shared_by_numbered_versions_is_shown_without_the_number() -> 
     index = build_term_index([f"Prints the dependency graph, part {i}." for i in range(6)],
                              ["tool-tree(1) › OPTIONS"] * 3 + ["tool-tree(5) › FILES"] * 3)
     assert "tool-tree" in set(index.display) and not any("(" in d for d in index.display)
+    # a release's date in brackets and a version after a hyphen leave no punctuation behind
+    index = build_term_index([f"Fixes a crash in the runner, entry {i}." for i in range(6)],
+                             ["Acme 9.1.1 (2026-06-19)"] * 3 + ["Acme 9.2.0 (2026-07-01)"] * 3)
+    assert "Acme" in set(index.display) and not any("(" in d or d.endswith("-") for d in index.display)
 
 
 def test_a_word_repeated_or_split_by_an_option_flag_makes_no_bigram() -> None:

@@ -88,7 +88,11 @@ _TOKEN = re.compile(
 _TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
 _TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key
-_EMPTY_BRACKETS = re.compile(r"\s*[(\[{]\s*[)\]}]")  # what "cargo-tree(1)" leaves once its number goes
+#: What "cargo-tree(1)" or "pytest 9.1.1 (2026-06-19)" leaves once its numbers go: brackets of
+#: nothing but punctuation.
+_EMPTY_BRACKETS = re.compile(r"\s*[(\[{][\s\-–—/.,:;]*[)\]}]")
+#: Punctuation a removed number leaves at a name's end ("pytest-" of "pytest-7.3").
+_DANGLING = " -–—/.,:;"
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
@@ -172,7 +176,7 @@ class _Stats:
             if key.startswith(PHRASE) and key in out:
                 numbers.setdefault(key, set()).add(tuple(_NUMBER_WORD.findall(surface)))
         for key, seen in numbers.items():
-            plain = " ".join(_EMPTY_BRACKETS.sub("", _NUMBER_WORD.sub(" ", out[key])).split())
+            plain = " ".join(_EMPTY_BRACKETS.sub("", _NUMBER_WORD.sub(" ", out[key])).split()).strip(_DANGLING)
             if len(seen) > 1 and plain:
                 out[key] = plain
             # a file-name slug ("api") is written as the text writes the same words ("API")
