@@ -414,3 +414,18 @@ def test_the_configured_embedder_chooses_a_new_collections_embedder(tmp_path: Pa
     assert kept.returncode == 0, kept.stderr
     assert json.loads(kept.stdout)["embedder"].startswith("hash") and json.loads(kept.stdout)["added"] == 1
     assert "keeps it; the configured embedder local:all-MiniLM-L6-v2 applies to new collections" in kept.stderr
+
+
+def test_store_and_collection_may_come_before_the_command(tmp_path: Path) -> None:
+    """``kt --store DIR ingest …`` (as git's ``-C``) works as ``kt ingest … --store DIR``; the command's own
+    flag still wins."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Refunds\n\nRefunds take seven days.\n")
+    done = kt("--store", tmp_path / "s", "-c", "notes", "ingest", docs, "--embedder", "hash", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["collection"] == "notes"
+    status = json.loads(kt("status", "--store", tmp_path / "s", "--json").stdout)
+    assert [c["name"] for c in status["collections"]] == ["notes"]
+    own = json.loads(kt("--store", tmp_path / "elsewhere", "status", "--store", tmp_path / "s", "--json").stdout)
+    assert own["store"] == str(tmp_path / "s")

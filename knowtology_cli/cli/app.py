@@ -91,8 +91,17 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                           help="Print the version and exit.")] = False,
+    store: Annotated[str | None, typer.Option("--store", help="Store directory for the command (as its own "
+                                              "--store; env KNOWTOLOGY_STORE).", show_default=False)] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c", help="Collection for the command (as its "
+                                                   "own -c; env KNOWTOLOGY_COLLECTION).", show_default=False)] = None,
 ) -> None:
     """Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read."""
+    # `kt --store DIR ingest …` as well as `kt ingest … --store DIR`: the command's own flag still wins
+    if store is not None:
+        os.environ["KNOWTOLOGY_STORE"] = store
+    if collection is not None:
+        os.environ["KNOWTOLOGY_COLLECTION"] = collection
 
 
 session_app = typer.Typer(help="Manage read histories (what a session has already read).", no_args_is_help=True)
