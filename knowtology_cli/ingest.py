@@ -19,6 +19,7 @@ from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
 from .parsers import RST_HEAD, decode_text, detect_format, parse
+from .parsers.base import walk_files
 from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
@@ -413,24 +414,12 @@ def document_files(root: Path) -> Iterator[Path]:
 
 
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
-    seen: set[tuple[int, int]] = set()
-    for directory, dirnames, filenames in os.walk(root, followlinks=True, onerror=lambda e: batch.problems.append(
-        f"{e.filename}: cannot read directory ({e.strerror}) — fix its permissions")):
-        try:
-            stat = os.stat(directory)
-        except OSError:
-            continue
-        key = (stat.st_dev, stat.st_ino)
-        if key in seen:  # a symlink loop or a second link to the same directory
-            dirnames[:] = []
-            continue
-        seen.add(key)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            if Path(name).suffix.lower() in JSONL_SUFFIXES or detect_format(name) is not None:
-                yield Path(directory, name)
+    def unreadable(error: OSError) -> None:
+        batch.problems.append(f"{error.filename}: cannot read directory ({error.strerror}) — fix its permissions")
+
+    for path in walk_files(root, unreadable):
+        if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
+            yield path
 
 
 def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:

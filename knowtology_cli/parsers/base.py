@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,3 +147,24 @@ def code_language_of(path: Path, named: str = "") -> str:
         return ""
     aliases = getattr(lexer, "aliases", None) or []
     return "" if lexer is None or not aliases or aliases[0] == "text" else str(aliases[0])
+
+
+def walk_files(root: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
+    """The files under ``root`` in name order, as `kt ingest` walks a folder: hidden files and
+    folders (a leading ``.``) are skipped, links to folders followed once (a link loop ends);
+    ``on_error`` hears of folders that cannot be read."""
+    seen: set[tuple[int, int]] = set()
+    for directory, dirnames, filenames in os.walk(root, followlinks=True, onerror=on_error):
+        try:
+            stat = os.stat(directory)
+        except OSError:
+            continue
+        key = (stat.st_dev, stat.st_ino)
+        if key in seen:  # a symlink loop or a second link to the same directory
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                yield Path(directory, name)

@@ -158,10 +158,10 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
         if opened is not None:  # pymdownx Blocks: the header reads as a label, options and the close go
             kind, title = opened.group(2).lower(), (opened.group(3) or "").strip()
             label = "" if kind in _PLAIN_BLOCKS else title or kind.replace("-", " ").capitalize()
-            indent = line[: len(line) - len(line.lstrip())]
-            out[i] = indent + label + ("" if not label or label.endswith((":", ".", "!", "?")) else ":")
+            margin = line[:indent]
+            out[i] = margin + label + ("" if not label or label.endswith((":", ".", "!", "?")) else ":")
             j = i + 1
-            while j < len(out) and out[j].startswith((indent + "    ", indent + "\t")) and out[j].strip():
+            while j < len(out) and out[j].startswith((margin + "    ", margin + "\t")) and out[j].strip():
                 out[j] = ""  # its YAML options ("type: warning", "open: true")
                 j += 1
             continue

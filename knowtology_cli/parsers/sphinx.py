@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from .base import walk_files
 from .inline import TITLED_TARGET, role_text
 
 #: Directives whose output is navigation, an index or build configuration, not content. (autodoc's
@@ -225,10 +226,8 @@ def label_titles(root: Path) -> dict[str, str]:
     key = root.as_posix()
     listed = _listings.get(key)
     if listed is None or time.monotonic() - listed[0] > LISTING_SECONDS:
-        from ..ingest import document_files  # deferred: ingest imports the parsers
-
         stamps = []
-        for path in document_files(root):  # as `kt ingest` walks: hidden folders and link loops skipped
+        for path in walk_files(root):  # as `kt ingest` walks: hidden folders and link loops skipped
             if path.suffix.lower() in DOC_SUFFIXES:
                 try:
                     stat = path.stat()
