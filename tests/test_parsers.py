@@ -1184,3 +1184,19 @@ def test_markdown_attribute_lists_and_icon_shortcodes_are_no_text() -> None:
         "# 9.0 Migration Notes", "## Bug Reports", "Use [the button](x.md) now.", "A dict {a: 1} and `{: .kept}` code.",
         "```\n{: .kept-in-code }\n```"]
     assert [s.titles for s in doc.sections][-1] == ("9.0 Migration Notes", "Bug Reports")
+
+
+def test_mkdocstrings_insertions_keep_the_name_and_drop_their_options(tmp_path: Path) -> None:
+    """mkdocstrings' ``::: package.Object`` names the API it inserts (kept, like an autodoc signature);
+    its indented YAML options are no text. A reST ``include`` of code with ``:literal:`` names its
+    language as Pygments reads the file name."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_markdown("# Commands\n\n::: make.help\n    options:\n        heading_level: 3\n\nText after.\n")
+    assert [b.text for b in doc.sections[0].blocks] == ["# Commands", "make.help", "Text after."]
+    (tmp_path / "x.py").write_text("def f():\n    return 1\n")
+    page = tmp_path / "a.rst"
+    page.write_text("T\n=\n\n.. include:: x.py\n   :literal:\n")
+    code = [b.text for s in parse_rst(page.read_text(), path=page).sections for b in s.blocks if b.kind == "code"]
+    assert code == ["```python\ndef f():\n    return 1\n```"]

@@ -115,6 +115,8 @@ _BLOCK_MARKER = re.compile(r'(?:(!!!|\?\?\?\+?)[ \t]+([A-Za-z][\w-]*)|(===[!+]?)
 #: An alert marker opening a block quote: GitHub's five kinds (``> [!NOTE]``) and the kinds MkDocs
 #: plugins add (``> [!new]``).
 _ALERT = re.compile(r"([ \t]*>[ \t]*)\[!([A-Za-z][\w-]*)\][ \t]*(.*?)[ \t]*")
+#: mkdocstrings' API insertion: ``::: package.module.Object``, its YAML options indented below.
+_AUTODOC = re.compile(r"[ \t]*:::[ \t]+([A-Za-z_][\w.:-]*)[ \t]*")
 #: pymdownx Blocks: ``/// note | Title`` opens a block (YAML option lines indented below it), ``///``
 #: closes it; more slashes nest.
 _BLOCK_OPEN = re.compile(r"[ \t]*(/{3,})[ \t]*([A-Za-z][\w-]*)(?:[ \t]*\|[ \t]*(.*?))?[ \t]*")
@@ -153,6 +155,14 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
         if alert:  # GitHub's alerts: "> [!WARNING]" reads "> Warning:", "> [!new] New 11.0" "> New 11.0:"
             lead = alert.group(3) or alert.group(2).replace("-", " ").capitalize()
             out[i] = f"{alert.group(1)}{lead}" + ("" if lead.endswith((":", ".", "!", "?")) else ":")
+            continue
+        autodoc = _AUTODOC.fullmatch(line) if ":::" in line else None
+        if autodoc is not None:  # mkdocstrings: the object's name stays (it names the API), its options go
+            out[i] = line[:indent] + autodoc.group(1)
+            j = i + 1
+            while j < len(out) and out[j].startswith(line[:indent] + "    ") and out[j].strip():
+                out[j] = ""
+                j += 1
             continue
         opened = _BLOCK_OPEN.fullmatch(line) if "///" in line else None
         if opened is not None:  # pymdownx Blocks: the header reads as a label, options and the close go
@@ -303,7 +313,8 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
         lines, where, read_in, not_read = read_myst(lines, where, path, root)
         includes += [f for f in read_in if f not in includes]
         unread += [u for u in not_read if u not in unread]
-    if "!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text or _INLINE_FURNITURE.search(text):
+    if ("!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text or ":::" in text
+            or _INLINE_FURNITURE.search(text)):
         lines = _unwrap_blocks(lines)
     title, meta_lines = _meta_data(lines)
     env: dict[str, Any] = {}  # the block parse collects link reference definitions here

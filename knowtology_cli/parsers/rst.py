@@ -220,8 +220,13 @@ def _include_directive() -> Any:
             self.options.setdefault("encoding", "utf-8-sig")
             try:
                 text = self.read_file(real)
-                if "literal" in self.options:
-                    return list(self.as_literal_block(text))
+                if "literal" in self.options:  # the file's code: its fence names the language Pygments reads
+                    found = list(self.as_literal_block(text))
+                    language = code_language_of(real)
+                    for block in found:
+                        if language and isinstance(block, nodes.literal_block):
+                            block["language"] = language
+                    return found
                 if "code" in self.options:
                     return list(self.as_code_block(text))
                 if "parser" in self.options:  # another markup language: not this parser's to read
