@@ -247,7 +247,7 @@ def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> N
     assert found["Order text under find_file."] == (6, 6)
     assert found["Own text."] == (8, 8)
     assert found["Shared root note."] == (12, 12)
-    assert found["```\ndef f():\n    return 1\n```"][0] == 14
+    assert found["```python\ndef f():\n    return 1\n```"][0] == 14
     assert "Loop text." in found and "Copyright © 2024." in found
     joined = "\n".join(found)
     assert "TOP SECRET" not in joined and "|NAME|" not in joined and joined.count("Own text.") == 1
