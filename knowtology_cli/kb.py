@@ -65,6 +65,9 @@ ProgressFn = Callable[[str, int, int], None]
 MessageFn = Callable[[str], None]
 BUILDERS = ("auto", "hybrid", "llm", "cluster")
 UPSERT_BATCH = 512
+#: The first batch an ingest embeds and writes; each next one is twice as large up to UPSERT_BATCH, so
+#: a run stopped in its first minute (Ctrl-C, kill) has stored what it embedded and a re-run resumes.
+FIRST_BATCH = 64
 
 
 def _noop_progress(stage: str, done: int, total: int) -> None:
@@ -379,8 +382,9 @@ class KnowledgeBase:
                 marker.write_text(json.dumps({"started": time.time(), "sources": [
                     [s.name, s.root] for s in batch.sources.values()]}))
             progress("embedding", 0, len(todo))
-            for start in range(0, len(todo), UPSERT_BATCH):
-                part = todo[start : start + UPSERT_BATCH]
+            start, size = 0, min(FIRST_BATCH, UPSERT_BATCH)
+            while start < len(todo):  # batches grow to UPSERT_BATCH: a run stopped early keeps its start
+                part = todo[start : start + size]
                 vectors = model.embed_documents(
                     [f"{c.title}\n{c.text}" if c.title else c.text for c in part],
                     progress=functools.partial(_offset_progress, progress, "embedding", done, len(todo)),
@@ -391,6 +395,7 @@ class KnowledgeBase:
                     # by keyword search (unindexed rows are scanned), so a run stopped here leaves grep whole
                     self.vectors.refresh_indexes(name)
                 done += len(part)
+                start, size = start + len(part), min(2 * size, UPSERT_BATCH)
                 progress("embedding", done, len(todo))
             if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
                 self._rewrite_moved(name, moved)

@@ -70,6 +70,7 @@ def test_embedding_provider_failing_mid_ingest_leaves_no_half_batch(workspace, t
     import knowtology_cli.kb as kb_module
 
     monkeypatch.setattr(kb_module, "UPSERT_BATCH", 50)
+    monkeypatch.setattr(kb_module, "FIRST_BATCH", 50)
     store = tmp_path / "store"
     flaky = FlakyEmbedder(fail_on=3)
     with pytest.raises(EmbeddingError):
@@ -91,6 +92,15 @@ def test_embedding_provider_failing_mid_ingest_leaves_no_half_batch(workspace, t
     final = stress.audit_store(store, expected=workspace.expected_v1, keyword="refund", cli_status=False)
     assert final.problems == [] and final.rows_lost == 0
     assert _kb(store).status().collections[0].state != "interrupted" and not _kb(store).sources().interrupted
+
+
+def test_batches_start_small_so_an_early_stop_keeps_what_was_embedded(workspace, tmp_path: Path) -> None:
+    from knowtology_cli.kb import FIRST_BATCH
+
+    store = tmp_path / "store"
+    with pytest.raises(EmbeddingError):  # the provider dies on the second batch
+        _kb(store, embedder=FlakyEmbedder(fail_on=2)).ingest([str(workspace.v1)], embedder="hash")
+    assert _kb(store).status().collections[0].chunks == FIRST_BATCH < len(workspace.expected_v1)
 
 
 def test_a_first_ingest_stopped_before_its_first_batch_says_nothing_was_stored(workspace, tmp_path: Path) -> None:
@@ -116,7 +126,7 @@ def test_killed_before_the_index_refresh_rerun_restores_keyword_search(workspace
         with pytest.raises(KeyboardInterrupt):
             _kb(store).ingest([str(workspace.v1)], embedder="hash")
     report = _kb(store).ingest([str(workspace.v1)])
-    assert report.embedded == 0
+    assert report.unchanged > 0 and report.embedded + report.unchanged == len(workspace.expected_v1)
     final = stress.audit_store(store, expected=workspace.expected_v1, keyword="refund", cli_status=False)
     assert final.problems == []
 
