@@ -251,7 +251,7 @@ def test_myst_pages_read_as_sphinx_shows_them(tmp_path: Path) -> None:
     (root / "counting.md").write_text(
         "(counting)=\n# Counting\n\nCall {func}`~pantry.stock.recount` after a move.\n\n"
         ":::{note}\nShelves are counted weekly.\n:::\n\n```{code-block} python\n:linenos:\n\nrecount(shelf)\n```\n\n"
-        "```{include} _fees.md\n```\n\n```{include} ../CHANGELOG.md\n```\n")
+        "```{include} _fees.md\n```\n\n```{include} ../CHANGELOG.md\n```\n\n```{include} ../CHANGELOG.md\n```\n")
     done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -312,7 +312,8 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     if uses_myst(text):
         lines, where, read_in, not_read = read_myst(lines, where, path, root)
         includes += [f for f in read_in if f not in includes]
-        unread += [u for u in not_read if u not in unread]
+        unread += not_read
+    unread = list(dict.fromkeys(unread))  # one note per include not read, however often the page asks
     if ("!!!" in text or "???" in text or "===" in text or "[!" in text or "///" in text or ":::" in text
             or _INLINE_FURNITURE.search(text)):
         lines = _unwrap_blocks(lines)
