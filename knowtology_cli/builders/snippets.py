@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from ..parsers.inline import role_text
+from ..parsers.inline import CODE_SPAN_SPLIT, role_text
 from .params import SNIPPET_PARAMS
 
 __all__ = ["GENERIC_TITLES", "clean_markdown", "clean_parts", "make_snippet", "one_line"]
@@ -58,7 +58,6 @@ _EMPHASIS = re.compile(r"(\*\*)(?=\S)(.+?)(?<=\S)\*\*"
                        r"|(?<!\w)__(?!\w+__(?!\w))(?=\S)(.+?)(?<=\S)__(?!\w)"
                        r"|(?<![\w*_])([*_])(?=[^\s_])(.+?)(?<=[^\s_])\4(?![\w*_])")
 _CODE_SPAN = re.compile(r"`+([^`]*)`+")
-_CODE_SPAN_SPLIT = re.compile(r"(`+[^`]*`+)")
 _STRIKE = re.compile(r"~~(.+?)~~")
 _SPACES = re.compile(r"\s+")
 _INLINE_MARK = re.compile(r"[\[*_`<~]")
@@ -124,7 +123,7 @@ def _inline(text: str, slots: bool = True) -> str:
     text = _AUTOLINK.sub(r"\1", text)
     if slots:  # markup outside code spans only: `tool get <field>` keeps its placeholder
         text = "".join(part if n % 2 else _HTML_TAG.sub(_markup_gap, part)
-                       for n, part in enumerate(_CODE_SPAN_SPLIT.split(text)))
+                       for n, part in enumerate(CODE_SPAN_SPLIT.split(text)))
     else:
         text = _HTML_TAG.sub(" ", text)
     text = _CODE_SPAN.sub(r"\1", text)

@@ -10,6 +10,8 @@ _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
+#: Splits a line around its code spans (``re.split`` keeps each span as an odd-numbered part).
+CODE_SPAN_SPLIT = re.compile(r"(`+[^`]*`+)")
 #: A fenced code block's fence line: its marks (``group(1)``) and its info string (``group(2)``).
 FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Block, Document, Section, parser_version, read_fragment
-from .inline import FENCE_LINE, closes_fence, strip_tags
+from .inline import CODE_SPAN_SPLIT, FENCE_LINE, closes_fence, strip_tags
 from .myst import read_myst, uses_myst
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
@@ -57,8 +57,6 @@ _EMPTY_LINK = re.compile(r"\[\]\[[^\]\n]*\]|\[\]\(\)")
 #: An ATX heading's opening and optional closing sequence of ``#``.
 _ATX_OPEN = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t]|$)")
 _ATX_CLOSE = re.compile(r"[ \t]+#+[ \t]*$")
-#: A code span, kept whole when a line is split around it.
-_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
 
 
 def heading_text(source: str, env: dict[str, Any] | None = None) -> str:
@@ -144,7 +142,7 @@ def _unwrap_blocks(lines: list[str]) -> list[str]:
             continue
         if "{" in line or ":" in line:
             tidy = "".join(part if n % 2 else _EMPTY_LINK.sub("", _INLINE_FURNITURE.sub("", part))
-                           for n, part in enumerate(_CODE_SPAN.split(line)))  # code spans are code
+                           for n, part in enumerate(CODE_SPAN_SPLIT.split(line)))  # code spans are code
             if tidy != line:
                 if _ATX_OPEN.match(tidy):  # `### Title ### {: #id}`: its closing hashes go with the list
                     tidy = _ATX_CLOSE.sub("", tidy)

@@ -4,7 +4,7 @@ Markdown it shows, line by line, before the Markdown parser reads it (`read_myst
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from .sphinx import (
     CONDITION_DIRECTIVES,
     CROSS_REFERENCE_ROLES,
     LABELS,
+    MYST_TARGET,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
     Titles,
@@ -38,9 +39,9 @@ _INLINE = re.compile(r"\{[A-Za-z][\w:.+-]*\}`|`+|\[\]\(<?([^()\s<>]+)>?\)")
 #: An option line right after a directive's opening: ``:caption: Example``, ``:linenos:``.
 _OPTION = re.compile(r"[ \t]*:([\w-]+):(?:[ \t]+(.*?))?[ \t]*")
 #: A target line: ``(label)=``.
-_TARGET = re.compile(r"^[ \t]*\([^()\s][^()]*\)=[ \t]*$", re.M)
+_TARGET = re.compile(rf"^[ \t]*{MYST_TARGET}[ \t]*$", re.M)
 #: A target (``(label)=``), a comment (``% text``) or a block break (``+++``): no text.
-_NO_TEXT = re.compile(r"[ \t]*(?:\([^()\s][^()]*\)=|%.*|\+\+\+.*)")
+_NO_TEXT = re.compile(rf"[ \t]*(?:{MYST_TARGET}|%.*|\+\+\+.*)")
 #: Roles whose text is words, not code: cross-references, glossary terms and inline markup.
 _WORD_ROLES = CROSS_REFERENCE_ROLES | {"term", "abbr", "dfn", "guilabel", "menuselection", "sub", "sup",
                                        "pep", "rfc", "sub-ref", "index"}
@@ -95,23 +96,29 @@ def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:
     return cross_reference(label.rsplit("#", 1)[-1].rsplit(".", 1)[0] if label else target)
 
 
-def _opens_role(line: str) -> bool:
-    """Whether ``line`` opens a role its own text does not close (``{ref}`the guide`` going on to
-    the next line); a code span is code."""
+def _inline(line: str) -> Iterator[tuple[str, int, int, re.Match[str]]]:
+    """The inline marks of ``line`` left to right, as MyST's inline rules see them: ``role`` (a
+    whole ``{name}`text```), ``open`` (a role start its line does not close), ``reference``
+    (``[](target)``) and ``code`` (a code span, to its closing backticks), each with its start, end
+    and match."""
     at = 0
     while (found := _INLINE.search(line, at)) is not None:
         mark = found.group(0)
         if mark.startswith("{"):
             role = _ROLE.match(line, found.start())
-            if role is None:
-                return True
-            at = role.end()
+            kind, match, at = ("role", role, role.end()) if role is not None else ("open", found, found.end())
         elif mark.startswith("[]("):
-            at = found.end()
+            kind, match, at = "reference", found, found.end()
         else:
             close = re.compile(rf"(?<!`){mark}(?!`)").search(line, found.end())
-            at = close.end() if close is not None else found.end()
-    return False
+            kind, match, at = "code", found, close.end() if close is not None else found.end()
+        yield kind, found.start(), at, match
+
+
+def _opens_role(line: str) -> bool:
+    """Whether ``line`` opens a role its own text does not close (``{ref}`the guide`` going on to
+    the next line); a code span is code."""
+    return any(kind == "open" for kind, _, _, _ in _inline(line))
 
 
 def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
@@ -121,20 +128,13 @@ def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
         return line
     out: list[str] = []
     at = 0
-    while (found := _INLINE.search(line, at)) is not None:
-        role = _ROLE.match(line, found.start()) if found.group(0).startswith("{") else None
-        if role is not None:
-            out.append(line[at:found.start()] + _role(role, titles))
-            at = role.end()
-            continue
-        if found.group(0).startswith("[]("):  # MyST's reference with the target's own title
-            out.append(line[at:found.start()] + _reference(found.group(1), titles))
-            at = found.end()
-            continue
-        ticks = found.group(0) if not found.group(0).startswith("{") else ""
-        close = re.compile(rf"(?<!`){ticks}(?!`)").search(line, found.end()) if ticks else None
-        end = close.end() if close is not None else found.end()
-        out.append(line[at:end])
+    for kind, start, end, match in _inline(line):
+        if kind == "role":
+            out.append(line[at:start] + _role(match, titles))
+        elif kind == "reference":  # MyST's reference with the target's own title
+            out.append(line[at:start] + _reference(match.group(1), titles))
+        else:
+            out.append(line[at:end])
         at = end
     return "".join(out) + line[at:]
 

@@ -44,6 +44,8 @@ LABELS = {
     "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
     "seealso": "See also",
 }
+#: A MyST target, ``(label)=`` (the label is ``group(1)``).
+MYST_TARGET = r"\(([^()\s][^()]*)\)="
 #: A code directive's argument that names the code's language (``python``, ``c++``, ``shell-session``).
 LANGUAGE = re.compile(r"[A-Za-z][\w+#.-]*")
 #: A directive argument that is a path (``.. cmake-module:: ../../Modules/FindBoost.cmake``).
@@ -194,7 +196,7 @@ def _title(path: str, _mtime: int, _size: int) -> str:
 #: A label line, ``.. _label:``.
 _LABEL_LINE = re.compile(r"\.\. _(?:`([^`\n]+)`|([^:`\n][^:\n]*)):[ \t]*$")  # the quoted form may hold ":"
 #: A MyST target line, ``(label)=``.
-_MYST_LABEL_LINE = re.compile(r"\(([^()\s][^()]*)\)=[ \t]*$")
+_MYST_LABEL_LINE = re.compile(rf"{MYST_TARGET}[ \t]*$")
 #: A line of one punctuation character repeated: a reST title's adornment.
 _ADORNMENT = re.compile(r"([=\-~^\"'`:#*+_<>.])\1{2,}[ \t]*$")
 #: A Markdown ATX heading.
