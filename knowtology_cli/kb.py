@@ -12,8 +12,8 @@ import re
 import shlex
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -453,13 +453,9 @@ class KnowledgeBase:
         marker = self._ingest_marker(collection)
         if marker is None or not marker.is_file():
             return ""
-        if self.lock is not None and not self.lock.held:
-            probe = StoreLock(self.lock.path.parent, timeout=0)
-            try:
-                probe.acquire()
-            except LockedError:
-                return ""
-            probe.release()
+        with self._unless_writing() as free:
+            if not free:
+                return ""  # that ingest is running
         try:
             roots = [root for _, root in json.loads(marker.read_text()).get("sources", [])]
         except (OSError, ValueError, AttributeError):
@@ -794,21 +790,28 @@ class KnowledgeBase:
         """Finish an interrupted removal if no other process is writing; True when nothing is pending."""
         if not self.tree.pending_removals():
             return True
-        if self.lock is None:
+        with self._unless_writing() as free:
+            if not free:
+                return False  # a writer is at work (maybe the removal itself); readers skip pending ids
             self._finish_removals()
-            return True
-        probe = StoreLock(self.lock.path.parent, timeout=0) if not self.lock.held else None
+        return True
+
+    @contextmanager
+    def _unless_writing(self) -> Iterator[bool]:
+        """Hold the write lock for the block when no other process holds it (without waiting);
+        yields False, holding nothing, when one does (a writer is at work)."""
+        probe = StoreLock(self.lock.path.parent, timeout=0) if self.lock is not None and not self.lock.held else None
         try:
             if probe is not None:
                 probe.acquire()
         except LockedError:
-            return False  # a writer is at work (maybe the removal itself); readers skip pending ids
+            yield False
+            return
         try:
-            self._finish_removals()
+            yield True
         finally:
             if probe is not None:
                 probe.release()
-        return True
 
     def _pending_ids(self, collection: str) -> set[str]:
         return set(self.tree.pending_removals().get(collection, []))
@@ -1403,9 +1406,9 @@ class KnowledgeBase:
 
     @staticmethod
     def _import_matches(chunks: Sequence[Any], stored: dict[str, tuple[str, str]]) -> tuple[list[Any], dict[str, str]]:
-        """The document's chunks matched to stored ones: by id when the text is the same; else by its
-        text (content hash) under another id — an edit above it shifted the ids, a file was renamed —
-        then by id with changed text. Returns the matches (under the stored ids) and the relinked ids
+        """The document's chunks matched to stored ones: by id when the text is the same; else by
+        content hash under another id (a file renamed or moved; the hash covers the line range too,
+        so chunks an edit above them shifted do not match this way), then by id with changed text. Returns the matches (under the stored ids) and the relinked ids
         (document id -> stored id)."""
         exact = {c.chunk_id for c in chunks if c.chunk_id in stored and c.content_hash == stored[c.chunk_id][0]}
         free: dict[str, list[str]] = {}
