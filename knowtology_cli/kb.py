@@ -372,8 +372,12 @@ class KnowledgeBase:
             removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
             gone = [] if prune else self._gone_in_scope(name, self._pruned(batch, stored, owners), owners)
             todo, moved = self._moved_only(name, todo, stored)
+            rewritten = {c.chunk_id for c in todo if c.chunk_id in stored}  # ids whose text changes
+            leaving = set(removed) | rewritten  # stored texts that leave their ids in this run
+            todo, shifted = self._shifted(name, todo, leaving)
             todo, copied = self._copied(name, todo, stored)
-            retitled, old_titles = self._retitled(name, todo, stored, set(removed) - {source for _, source, _ in copied})
+            copied = shifted + copied
+            retitled, old_titles = self._retitled(name, todo, stored, leaving - {source for _, source, _ in copied})
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -399,15 +403,20 @@ class KnowledgeBase:
                 progress("embedding", done, len(todo))
             if moved:  # provenance changed, text did not: rewrite the rows with their stored vectors
                 self._rewrite_moved(name, moved)
-            if copied:  # a renamed or moved file: new ids, stored text, stored vectors
-                self._write_copies(name, copied, set(removed))
+            if copied:  # a renamed, moved or shifted text: new ids, stored text, stored vectors
+                self._write_copies(name, copied, leaving)
             if retitled:  # a renamed file whose name was its title: new vectors, the same place
                 self._hand_over(name, retitled, old_titles)
             moved_sources = self._moved_sources(name, batch, copied, owners, set(removed))
             self.tree.record_sources(name, [(s.name, s.root, s.kind) for s in batch.sources.values()],
                                      batch.owners)
+            heirs = self._stored_heirs(name, removed, stored) if removed else {}
+            if heirs:
+                self._hand_over(name, heirs)
+            self._carry_reads(name, rewritten, {
+                **{source: chunk.chunk_id for chunk, source, _ in copied if source in leaving},
+                **{old: chunk.chunk_id for old, chunk in (*retitled.items(), *heirs.items())}})
             if removed:
-                self._hand_over(name, self._stored_heirs(name, removed, stored))
                 self._remove(name, removed)
             if todo or removed or self.vectors.indexes_stale(name):
                 message("updating full-text index…")
@@ -495,6 +504,38 @@ class KnowledgeBase:
         keep = {c.chunk_id for c, _, _ in copied}
         return [c for c in todo if c.chunk_id not in keep], copied
 
+    def _shifted(self, name: str, todo: list[Chunk], leaving: set[str]) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]]]:
+        """Split rows to embed into those to embed and those holding the title and text a stored row
+        leaving its id in this run had: ids are positions in a document, so a section added or taken
+        out high up shifts every chunk after it (``(chunk, old id, stored vector)``; line ranges may
+        differ, the embedded input does not)."""
+        if not leaving or not todo:
+            return todo, []
+        by_text: dict[tuple[str, str], str] = {}
+        for old in self.vectors.get(name, sorted(leaving)):
+            by_text.setdefault((old.title, old.text), old.chunk_id)
+        pairs = [(c, by_text[(c.title, c.text)]) for c in todo if (c.title, c.text) in by_text]
+        if not pairs:
+            return todo, []
+        vectors = self.vectors.vectors(name, sorted({i for _, i in pairs}))
+        shifted = [(c, i, vectors[i]) for c, i in pairs if i in vectors]
+        keep = {c.chunk_id for c, _, _ in shifted}
+        return [c for c in todo if c.chunk_id not in keep], shifted
+
+    def _carry_reads(self, name: str, rewritten: set[str], heirs: Mapping[str, str]) -> None:
+        """Read history follows the text, not the id: an id whose text changed is unread again, and a
+        text read under an old id counts as read under the id that holds it now (old id -> new id)."""
+        carried: dict[str, list[str]] = {}
+        for session in self.sessions.names() if heirs else []:
+            read = set(self.sessions.read_ids(session, name))
+            gained = [new for old, new in heirs.items() if old in read]
+            if gained:
+                carried[session] = gained
+        if rewritten:
+            self.sessions.forget_chunks(name, sorted(rewritten))
+        for session, ids in carried.items():
+            self.sessions.mark_read(session, name, ids)
+
     def _same_text(self, name: str, pairs: list[tuple[Chunk, str]]) -> list[tuple[Chunk, str, Any]]:
         """Of ``(chunk, stored id)`` pairs, those whose stored row has the chunk's title and text, with
         the stored vector: the embedding input is the same, so the vector is too."""
@@ -526,11 +567,11 @@ class KnowledgeBase:
         roots = {r.name: r.root for r in self.tree.sources(name) if r.kind in ("dir", "files")}
         return {s: n for s, n in sorted(counts.items()) if s in roots and roots[s] and not Path(roots[s]).exists()}
 
-    def _write_copies(self, name: str, copied: list[tuple[Chunk, str, Any]], removed: set[str]) -> None:
-        """Store copies with their source's vectors; a copy whose source leaves in this run (a move)
-        takes its place in the tree, as the same text would be placed there."""
+    def _write_copies(self, name: str, copied: list[tuple[Chunk, str, Any]], leaving: set[str]) -> None:
+        """Store copies with their source's vectors; a copy whose source leaves its id in this run (a
+        move, a shift) takes its place in the tree, as the same text would be placed there."""
         self._upsert_with_vectors(name, [(c, v) for c, _, v in copied])
-        self._hand_over(name, {source: chunk for chunk, source, _ in copied if source in removed})
+        self._hand_over(name, {source: chunk for chunk, source, _ in copied if source in leaving})
 
     def _retitled(self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]],
                   leaving: set[str]) -> tuple[dict[str, Chunk], dict[str, str]]:
