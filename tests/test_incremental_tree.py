@@ -182,3 +182,34 @@ def test_status_and_build_through_kt(tmp_path: Path) -> None:
     ok("build", "--rebuild", "--store", store)
     rebuilt = ok("status", "--store", store)["collections"][0]
     assert (rebuilt["state"], rebuilt["drift"], rebuilt["rebuild_advised"]) == ("current", 0.0, False)
+
+
+def test_a_leaf_emptied_by_changed_chunks_leaves_no_single_child(tmp_path: Path) -> None:
+    """Changed chunks are placed anew; when every member of a leaf changed, the leaf is gone, and a
+    parent left with one child is folded as after a removal (a full build never makes one)."""
+    source = KnowledgeBase.open(tmp_path / "sample")
+    source.ingest([str(SAMPLE)], embedder="hash")
+    rows = [c for chunks, _ in source.vectors.iter_rows("default", with_vectors=False) for c in chunks]
+    source.close()
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.add_chunks([{"chunk_id": c.chunk_id, "text": c.text, "title": c.title} for c in rows], embedder="hash")
+    kb.build(builder="cluster")
+    nodes = kb.tree.nodes("default")
+    kids: dict[int | None, list] = {}
+    for n in nodes:
+        kids.setdefault(n.parent_id, []).append(n)
+    leaf, sibling = next((k[0], k[1]) for p, k in kids.items()
+                         if p is not None and len(k) == 2 and k[0].id not in kids and k[1].id not in kids)
+    members = [m.chunk_id for m in kb.tree.mappings("default", under=leaf.path)]
+    donors = [m.chunk_id for m in kb.tree.mappings("default", under=sibling.path)]
+    texts = {c.chunk_id: c for c in kb.vectors.get("default", donors)}
+    kb.add_chunks([{"chunk_id": i, "text": texts[donors[n % len(donors)]].text + f" (copy {n})"}
+                   for n, i in enumerate(members)])
+    kb.build()
+    after = kb.tree.nodes("default")
+    counts: dict[int | None, int] = {}
+    for n in after:
+        counts[n.parent_id] = counts.get(n.parent_id, 0) + 1
+    assert not [n.path for n in after if counts.get(n.id) == 1], "a category with a single child"
+    assert kb.status().collections[0].unmapped == 0
+    kb.close()

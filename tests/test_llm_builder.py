@@ -92,6 +92,8 @@ def assert_tree_sound(kb, collection: str = "default") -> None:
     assert all(n.chunk_count > 0 for n in nodes)  # no empty categories
     assert sum(n.chunk_count for n in nodes if n.level == 1) == len(mappings)
     assert all(m.snippet for m in mappings)
+    parents = [n.path.rsplit("/", 1)[0] for n in nodes if "/" in n.path]
+    assert not [p for p in set(parents) if parents.count(p) == 1], "a category with a single child"
 
 
 def sent_ids(llm: ScriptedLLM) -> list[list[str]]:
@@ -232,7 +234,12 @@ def test_unknown_ids_ignored_and_deep_paths_cut_to_three_levels(tmp_path):
     report = build(kb, scripted(wild))
     assert report.unmapped == 0
     assert kb.tree.get_node("default", "X") is None
-    assert max(n.level for n in kb.tree.nodes("default")) == 3
+    nodes = kb.tree.nodes("default")
+    assert max(n.level for n in nodes) <= 3
+    # "Root" is the tree's own root and the path is cut to "Operations/<topic>/Deeper"; each topic's
+    # lone child "Deeper" is folded into it
+    assert {n.path.split("/")[0] for n in nodes} == {"Operations"}
+    assert not [n.path for n in nodes if n.name in ("Deeper", "Deepest")]
     assert "never-sent" not in {m.chunk_id for m in kb.tree.mappings("default")}
     assert_tree_sound(kb)
 

@@ -37,7 +37,7 @@ from .prompts import (
     render_tree,
     tree_reply_schema,
 )
-from .runner import apply_reply, build_report, pending_work
+from .runner import apply_reply, build_report, collapse_single_children, pending_work
 from .snippets import make_snippet
 from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply, salvage_cut_reply
 
@@ -414,6 +414,8 @@ class LLMTreeBuilder:
                                + (" …)" if len(self.renamed) > 3 else ")"))
         if before and self.done:  # an incremental build: nodes that changed materially get new names
             tally.notes.extend(self._redescribe(before, existing))
+        if self.done or orphans:  # a model's lone subcategory, or chunks that moved or went: no parent keeps one child
+            collapse_single_children(self.stores, self.collection)
         notes = [plan_note, limits_note, *tally.notes]
         if orphans:
             notes.append(f"removed {len(orphans)} deleted chunks from the tree")

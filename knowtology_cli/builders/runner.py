@@ -211,9 +211,10 @@ def query_embedder(stores: BuildStores, collection: str,
 
 
 def collapse_single_children(stores: BuildStores, collection: str) -> int:
-    """Fold every category left with one child (after removals) into that child's place.
+    """Fold every category left with one child (after removals or re-placements) into that child's place.
 
-    A full build never makes a node with a single child; a removal can. The child's members move
+    A full build never makes a node with a single child; a removal can, and so can placing changed
+    chunks anew when they were all of a leaf's members. The child's members move
     up (a leaf child makes its parent the leaf; an inner child's children become the parent's), in
     one tree write. The parent's membership is unchanged, so its name stays. Returns how many
     nodes were folded away.
@@ -330,8 +331,8 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
     elif orphans:
         stores.tree.apply(collection, [], [], remove=orphans)
         notes.append(f"removed {len(orphans)} chunks")
-    if orphans:
-        collapse_single_children(stores, collection)
+    # a leaf whose members all changed (placed anew) or went is gone: fold a parent left with one child
+    collapse_single_children(stores, collection)
     notes.extend(refresh_offline(stores, collection, items, matrix))
     return notes
 
