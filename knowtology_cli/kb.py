@@ -1552,13 +1552,18 @@ class KnowledgeBase:
             candidates = ([f.relative_to(root).as_posix() for f in document_files(root)] if record.kind == "dir"
                           else sorted(mine))
             moved_in: dict[Path, bool] = {}  # folder -> whether it was moved in (or renamed) after the ingest
+            # a folder holding indexed files was there at the ingest: its other files (empty, included
+            # by a page) are not new because the folder changed
+            held = {Path(origin).parent for origin in mine}
             for origin in candidates:
                 try:
                     info = (root / origin).stat()
                 except OSError:
                     continue
+                folder = Path(origin).parent
                 if max(info.st_mtime, info.st_ctime) > record.last_ingest or (
-                        origin not in mine and self._moved_in(root, Path(origin).parent, record.last_ingest, moved_in)):
+                        origin not in mine and folder not in held
+                        and self._moved_in(root, folder, record.last_ingest, moved_in)):
                     newer.setdefault(record.name, []).append(f"{record.name}/{origin}")
         return gone, newer
 

@@ -267,6 +267,15 @@ def test_status_names_files_gone_added_or_edited_on_disk_and_edited_chunks(tmp_p
     assert ok("status", "--store", store)["collections"][0]["newer"] == []
     os.rename(elsewhere, docs / "archive")
     assert ok("status", "--store", store)["collections"][0]["newer"] == ["notes/archive/old.md"]
+    ok("ingest", "--source", "notes", "--store", store)
+    # a file the folder holds but no ingest indexes (empty, or only included by a page) is not new
+    # when its folder changes: the folder held indexed files, so it was not moved in
+    (docs / "archive" / "blank.md").write_text("")
+    os.utime(docs / "archive" / "blank.md", (past, past))
+    ok("ingest", "--source", "notes", "--store", store)
+    (docs / "archive" / "scratch.md").write_text("# Scratch\n\nA note.\n")
+    (docs / "archive" / "scratch.md").unlink()
+    assert ok("status", "--store", store)["collections"][0]["newer"] == []
 
 
 def test_a_folder_moved_under_a_new_name_is_pointed_out(tmp_path: Path, docs_dir: Path) -> None:
