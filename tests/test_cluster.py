@@ -713,6 +713,31 @@ def test_a_heading_shared_by_numbered_versions_is_shown_without_the_number() -> 
     assert "Acme" in set(index.display) and not any("(" in d or d.endswith("-") for d in index.display)
 
 
+def test_dated_release_headings_and_numbered_parts_leave_no_husk() -> None:
+    """Release notes titled "0.24.0 (January 5, 2023)" share no topic but a month: the dated bracket is
+    no part of a heading's key, so no "(January , )" term is left; "…, part 3" headings are shown
+    without the dangling "part"."""
+    from knowtology_cli.builders.terms import build_term_index
+
+    titles = [f"0.{20 + i}.0 (January {i + 3}, 2023)" for i in range(3)] + [f"0.{30 + i}.0 (March {i + 3}, 2024)"
+                                                                          for i in range(3)]
+    titles += [f"Writing your first app, part {i}" for i in range(1, 7)]
+    index = build_term_index([f"Fixed a crash in the router, entry {i}." for i in range(12)], titles)
+    shown = {d for t, d in zip(index.terms, index.display, strict=True) if t.startswith(PHRASE)}
+    assert not any("(" in d or "January" in d for d in shown), shown
+    assert "Writing your first app" in shown and not any(d.endswith(("part", ",")) for d in shown)
+
+
+def test_dunder_names_and_snake_case_file_slugs_are_written_as_the_text_writes_them() -> None:
+    from knowtology_cli.builders.terms import build_term_index, phrases
+
+    assert [t.surface for t in phrases("Put __init__.py in each package")[0] if t.ident] == ["__init__.py"]
+    texts = ["Use the tmp_path fixture for a temporary directory."] * 3 + ["Other words about refunds here."] * 3
+    index = build_term_index(texts, [""] * 6, ["how-to/tmp_path.rst"] * 3 + ["docs/refund-policy.md"] * 3)
+    shown = dict(zip(index.terms, index.display, strict=True))
+    assert shown[PHRASE + "tmp path"] == "tmp_path"  # the slug "tmp path" is the identifier the text writes
+
+
 def test_a_word_repeated_or_split_by_an_option_flag_makes_no_bigram() -> None:
     """"Configuration Configuration keys" repeats a word and "Options --locked" runs a heading into a
     command-line flag: neither pair is a phrase a writer wrote."""

@@ -76,11 +76,13 @@ _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 # Punctuation, a sentence's full stop, a dash between spaces and the dashes of a command-line option
 # ("Options --locked" is no phrase) end a phrase.
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|(?:^|\s)--?(?=[A-Za-z])|\n")
-# Identifiers first (snake_case, dotted.names, kebab codes with a digit, camelCase, MixedCase,
+# Identifiers first (snake_case, dotted.names and dunders such as __init__.py, kebab codes with a
+# digit, camelCase, MixedCase,
 # MixedCase led by an acronym such as SQLite, OAuth, XMLHttp (but not a plural acronym: APIs),
 # words with digits), then plain words (with an apostrophe ending); hyphenated words split.
 _TOKEN = re.compile(
-    r"(?P<ident>[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
+    r"(?P<ident>_*[A-Za-z][A-Za-z0-9]*(?:_*[_.][A-Za-z0-9]+)+_*|_+[A-Za-z][A-Za-z0-9]*_*"
+    r"|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
     r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}(?:[a-z]{2,}|[a-z][A-Z])[A-Za-z0-9]*"
     r"|[A-Za-z]+\d[A-Za-z0-9]*)"
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
@@ -93,6 +95,12 @@ _NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of
 _EMPTY_BRACKETS = re.compile(r"\s*[(\[{][\s\-–—/.,:;]*[)\]}]")
 #: Punctuation a removed number leaves at a name's end ("pytest-" of "pytest-7.3").
 _DANGLING = " -–—/.,:;"
+#: A bracket holding a number qualifies a heading ("(January 5, 2023)", "(1)", "[v2]"): no part of
+#: its key, and gone whole when the numbers of a heading shared by versions go (no "(January , )").
+_NUMBERED_BRACKETS = re.compile(r"\s*[(\[{][^()\[\]{}]*\d[^()\[\]{}]*[)\]}]")
+#: A number that ends a heading shared by versions ("Writing your first app, part 3"), with the
+#: numbering word before it.
+_TRAILING_NUMBER = re.compile(r"[\s,:]+(?:(?:step|part|section|chapter|appendix|lesson)\s+)?v?\d+(?:\.\d+)*[a-z]?$", re.I)
 _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
@@ -176,13 +184,17 @@ class _Stats:
             if key.startswith(PHRASE) and key in out:
                 numbers.setdefault(key, set()).add(tuple(_NUMBER_WORD.findall(surface)))
         for key, seen in numbers.items():
-            plain = " ".join(_EMPTY_BRACKETS.sub("", _NUMBER_WORD.sub(" ", out[key])).split()).strip(_DANGLING)
+            unnumbered = _TRAILING_NUMBER.sub("", _NUMBERED_BRACKETS.sub("", out[key]))
+            plain = " ".join(_EMPTY_BRACKETS.sub("", _NUMBER_WORD.sub(" ", unnumbered)).split()).strip(_DANGLING)
             if len(seen) > 1 and plain:
                 out[key] = plain
-            # a file-name slug ("api") is written as the text writes the same words ("API")
+            # a file-name slug ("api", "tmp path") is written as the text writes the same words
+            # ("API", the identifier "tmp_path")
             as_text = out.get(key[len(PHRASE):], "")
             if out[key] == out[key].lower() and as_text.lower() == out[key] and as_text != out[key]:
                 out[key] = as_text
+            elif " " in out[key] and out[key].replace(" ", "_").lower() in self.idents:
+                out[key] = out.get(out[key].replace(" ", "_").lower(), out[key].replace(" ", "_"))
         return out
 
 
@@ -378,7 +390,7 @@ def build_term_index(
         written.update(w.lower() for w in _PLAIN_WORD.findall(_PATH_LIKE.sub(" ", f"{prose} {plain_title}")))
         segments = heading_segments(title or "", source, params)
         for segment in segments:
-            key = phrase_key(segment, params)
+            key = phrase_key(_NUMBERED_BRACKETS.sub("", segment), params)  # "0.24.0 (January 5, 2023)": none
             if key:
                 head[key] += 1
                 stats.other[key, segment] += 1
@@ -418,7 +430,7 @@ def build_term_index(
     return TermIndex(
         terms=kept,
         display=[displays.get(t, t.lstrip(PHRASE)) for t in kept],
-        words=[frozenset(t.lstrip(PHRASE).split()) for t in kept],
+        words=[_words(t) for t in kept],
         nameability=np.asarray([0.0 if t in unwritten else _nameability(t, t in idents, stats, params, titled)
                                 for t in kept], dtype=np.float64),
         ident=np.asarray([t in idents for t in kept], dtype=bool),
@@ -430,6 +442,16 @@ def build_term_index(
         capitalised=frozenset(stats.capitalised),
         case_folded=stats.capital_words < params.case_folded_share * max(stats.words, 1),
     )
+
+
+def _words(term: str) -> frozenset[str]:
+    """The stems a term says: an identifier also says its parts ("tmp_path" says "tmp" and "path"), so
+    a name never holds both it and the file-name phrase or word it is made of."""
+    words = set(term.lstrip(PHRASE).split())
+    for word in list(words):
+        if "_" in word or "." in word:
+            words.update(stem(part) for part in re.split(r"[_.]+", word) if len(part) > 1)
+    return frozenset(words)
 
 
 def join_names(names: Sequence[str]) -> str:
