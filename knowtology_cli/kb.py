@@ -374,7 +374,7 @@ class KnowledgeBase:
             todo, moved = self._moved_only(name, todo, stored)
             rewritten = {c.chunk_id for c in todo if c.chunk_id in stored}  # ids whose text changes
             leaving = set(removed) | rewritten  # stored texts that leave their ids in this run
-            todo, shifted = self._shifted(name, todo, leaving)
+            todo, shifted, old_texts = self._shifted(name, todo, leaving)
             todo, copied = self._copied(name, todo, stored)
             copied = shifted + copied
             retitled, old_titles = self._retitled(name, todo, stored, leaving - {source for _, source, _ in copied})
@@ -413,7 +413,8 @@ class KnowledgeBase:
             heirs = self._stored_heirs(name, removed, stored) if removed else {}
             if heirs:
                 self._hand_over(name, heirs)
-            self._carry_reads(name, rewritten, {
+            texts = {c.chunk_id: c.text for c in batch.chunks if c.chunk_id in rewritten}
+            self._carry_reads(name, {i for i in rewritten if old_texts.get(i) != texts[i]}, {
                 **{source: chunk.chunk_id for chunk, source, _ in copied if source in leaving},
                 **{old: chunk.chunk_id for old, chunk in (*retitled.items(), *heirs.items())}})
             if removed:
@@ -504,23 +505,26 @@ class KnowledgeBase:
         keep = {c.chunk_id for c, _, _ in copied}
         return [c for c in todo if c.chunk_id not in keep], copied
 
-    def _shifted(self, name: str, todo: list[Chunk], leaving: set[str]) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]]]:
+    def _shifted(self, name: str, todo: list[Chunk], leaving: set[str]
+                 ) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]], dict[str, str]]:
         """Split rows to embed into those to embed and those holding the title and text a stored row
         leaving its id in this run had: ids are positions in a document, so a section added or taken
         out high up shifts every chunk after it (``(chunk, old id, stored vector)``; line ranges may
-        differ, the embedded input does not)."""
+        differ, the embedded input does not). Also returns the leaving rows' texts (old id -> text)."""
         if not leaving or not todo:
-            return todo, []
+            return todo, [], {}
         by_text: dict[tuple[str, str], str] = {}
+        texts: dict[str, str] = {}
         for old in self.vectors.get(name, sorted(leaving)):
             by_text.setdefault((old.title, old.text), old.chunk_id)
+            texts[old.chunk_id] = old.text
         pairs = [(c, by_text[(c.title, c.text)]) for c in todo if (c.title, c.text) in by_text]
         if not pairs:
-            return todo, []
+            return todo, [], texts
         vectors = self.vectors.vectors(name, sorted({i for _, i in pairs}))
         shifted = [(c, i, vectors[i]) for c, i in pairs if i in vectors]
         keep = {c.chunk_id for c, _, _ in shifted}
-        return [c for c in todo if c.chunk_id not in keep], shifted
+        return [c for c in todo if c.chunk_id not in keep], shifted, texts
 
     def _carry_reads(self, name: str, rewritten: set[str], heirs: Mapping[str, str]) -> None:
         """Read history follows the text, not the id: an id whose text changed is unread again, and a

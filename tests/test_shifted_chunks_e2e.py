@@ -107,4 +107,9 @@ def test_a_section_taken_out_shifts_back_and_an_edited_text_is_unread_again(tmp_
     again = {c.chunk_id: c for c in kb.read(["docs/port.md#2", "docs/port.md#4"], session="agent").chunks}
     assert again["docs/port.md#4"].already_read
     assert not again["docs/port.md#2"].already_read and "now says" in (again["docs/port.md#2"].text or "")
+    # a new page title changes every chunk's title, not its text: what was read stays read
+    (docs / "port.md").write_text(page(TOPICS).replace("# Port handbook", "# Harbour handbook"))
+    kb.ingest([str(docs)])
+    (retitled,) = kb.read(["docs/port.md#4"], session="agent").chunks
+    assert retitled.already_read and retitled.title.startswith("Harbour handbook")
     kb.close()
