@@ -106,6 +106,9 @@ _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXi
 # ``release-2.6.md`` keeps its version
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z][A-Za-z0-9]{0,7})+$")
 _PATH_LIKE = re.compile(r"\S*[/\\]\S*")  # a/b/page, docs\\index.md, https://…
+#: A web address is where a text points, not what it says: its host and path pieces
+#: ("changelog.html", "docs.python.org") are no terms.
+_URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+")
 _ABBREVIATION = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _DATE_PREFIX = re.compile(r"^\d{4}[-_]\d{2}[-_]\d{2}[-_ ]*")
@@ -381,7 +384,7 @@ def build_term_index(
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
         _, prose, code = clean_parts(text, slots=False) if text else ("", "", "")
         plain_title = clean_markdown(title, slots=False) if title else ""
-        body = _terms(prose, stats, in_title=False) + _terms(code, stats, in_title=False, code=True)
+        body = _terms(_URL.sub(" ", prose), stats, in_title=False) + _terms(code, stats, in_title=False, code=True)
         head = _terms(plain_title, stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)
         for segment in _TRAIL_MARK.split(plain_title) if plain_title else ():
