@@ -483,3 +483,27 @@ def test_grep_shows_the_heading_not_the_anchor_above_it(tmp_path: Path) -> None:
     for args in (["--regex", "ERR_[A-Z_]+TIMEOUT"], ["request timeout"]):
         hits = json.loads(kt("grep", *args, "--json", store=store).stdout)["hits"]
         assert [h["snippet"] for h in hits] == ["`ERR_REQUEST_TIMEOUT`"], args  # no "###"
+
+
+def test_a_leading_slash_counts_from_the_sphinx_project_inside_the_folder(tmp_path: Path) -> None:
+    """A folder holding a Sphinx project (its own conf.py) below the ingested folder: `/example/x`
+    in literalinclude, include and :doc: counts from that project's source folder, as Sphinx reads it."""
+    root = tmp_path / "checkout"
+    doc = root / "doc" / "en"
+    (doc / "example").mkdir(parents=True)
+    (doc / "conf.py").write_text("project = 'Harbour'\n")
+    (doc / "example" / "moor.py").write_text("def moor(ship):\n    return ship.tie_up()\n")
+    (doc / "example" / "note.rst").write_text("Mooring lines are checked at every tide change.\n")
+    (doc / "tides.rst").write_text("Tide tables\n===========\n\nTables list high and low water.\n")
+    (doc / "index.rst").write_text(
+        "Harbour guide\n=============\n\nSee :doc:`/tides` for the water levels.\n\n"
+        ".. literalinclude:: /example/moor.py\n\n.. include:: /example/note.rst\n")
+    store = tmp_path / "store"
+    done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    assert not json.loads(done.stdout)["unread_includes"]
+    hits = json.loads(kt("grep", "tie_up", "--json", store=store).stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == ["checkout/doc/en/index.rst#0"]
+    (chunk,) = json.loads(kt("read", "checkout/doc/en/index.rst#0", "--json", store=store).stdout)["chunks"]
+    assert "See Tide tables for the water levels" in chunk["text"]
+    assert "checked at every tide change" in chunk["text"]

@@ -23,6 +23,7 @@ from .sphinx import (
     code_language,
     cross_reference,
     html_build_shows,
+    resolve_target,
     show_role,
     version_label,
 )
@@ -267,7 +268,7 @@ class _Reader:
         if here is None:
             self.unread.append(f"{argument} (no file to resolve it from)")
             return
-        target = (self.root / argument.lstrip("/")) if argument.startswith("/") else here / argument
+        target = resolve_target(argument, here, self.root)
         real, lines, why = read_fragment(target, self.root, stack)
         if lines is None:
             self.unread.append(f"{argument} ({why})")

@@ -28,6 +28,7 @@ from .sphinx import (
     Titles,
     code_language,
     html_build_shows,
+    resolve_target,
     show_role,
     version_label,
 )
@@ -192,7 +193,8 @@ def _include_directive() -> Any:
                 target = allowed / argument[1:-1]
             else:
                 allowed = scope.root
-                target = Path(adapt_path(argument, self.state.document.current_source, str(scope.root)))
+                current = Path(self.state.document.current_source or scope.main)
+                target = Path(adapt_path(argument, str(current), str(resolve_target("/", current.parent, scope.root))))
             try:
                 real = target.resolve()
                 inside = real.is_relative_to(allowed)
@@ -263,7 +265,7 @@ def _literal_include_directive() -> Any:
                 return [marker]
             argument = self.arguments[0].strip()
             current = Path(self.state.document.current_source or scope.main)
-            target = scope.root / argument.lstrip("/") if argument.startswith("/") else current.parent / argument
+            target = resolve_target(argument, current.parent, scope.root)
             real, lines, why = read_fragment(target, scope.root, (scope.main,))
             if lines is None:
                 scope.unread.append(f"{argument} ({why})")

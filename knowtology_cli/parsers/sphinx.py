@@ -162,13 +162,34 @@ _TITLE_MARKS = re.compile(r"(?<![\w`]):[\w:.+-]+:(?=`)|[*`]+|\{[\w:.+-]+\}(?=`)"
 DOC_SUFFIXES = (".rst", ".txt", ".md", ".rest")
 
 
+def resolve_target(target: str, folder: Path, root: Path) -> Path:
+    """Where a cited path points, as Sphinx reads it: relative to the citing document's ``folder``,
+    or with a leading ``/`` from the project's source folder — the nearest folder from ``folder`` up
+    to ``root`` (the ingested folder) holding a ``conf.py``, else ``root``."""
+    if not target.startswith("/"):
+        return folder / target
+    source = root
+    try:
+        inside = folder.resolve().relative_to(root.resolve())
+    except (OSError, ValueError):
+        inside = None
+    if inside is not None:
+        for depth in range(len(inside.parts), 0, -1):
+            candidate = root.joinpath(*inside.parts[:depth])
+            if (candidate / "conf.py").is_file():
+                source = candidate
+                break
+    return source / target.lstrip("/")
+
+
 def doc_title(target: str, folder: Path, root: Path) -> str:
     """The title of the document a ``:doc:`` target names, as Sphinx shows it: ``target`` counts
-    from ``folder``, the citing document's (a leading ``/`` from ``root``), with or without its
+    from ``folder``, the citing document's (a leading ``/`` from the source folder, see
+    :func:`resolve_target`), with or without its
     suffix; "" when no such file lies inside ``root`` or it has no title."""
     if not target or TITLED_TARGET.match(target):
         return ""
-    base = root / target.lstrip("/") if target.startswith("/") else folder / target
+    base = resolve_target(target, folder, root)
     for suffix in ("", *DOC_SUFFIXES):
         candidate = base.with_name(base.name + suffix)
         try:
