@@ -76,12 +76,12 @@ _SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 # Punctuation, a sentence's full stop, a dash between spaces and the dashes of a command-line option
 # ("Options --locked" is no phrase) end a phrase.
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]{}<>\"“”|\\/=+*#`~&@%^$!?]+|\.(?:\s|$)|\s[-–—]+\s|(?:^|\s)--?(?=[A-Za-z])|\n")
-# Identifiers first (snake_case, dotted.names and dunders such as __init__.py, kebab codes with a
+# Identifiers first (snake_case, dotted.names, dunders such as __init__.py and __version__, kebab codes with a
 # digit, camelCase, MixedCase,
 # MixedCase led by an acronym such as SQLite, OAuth, XMLHttp (but not a plural acronym: APIs),
 # words with digits), then plain words (with an apostrophe ending); hyphenated words split.
 _TOKEN = re.compile(
-    r"(?P<ident>_*[A-Za-z][A-Za-z0-9]*(?:_*[_.][A-Za-z0-9]+)+_*|_+[A-Za-z][A-Za-z0-9]*_*"
+    r"(?P<ident>_*[A-Za-z][A-Za-z0-9]*(?:_*[_.][A-Za-z0-9]+)+_*|__[A-Za-z][A-Za-z0-9]*__"
     r"|[A-Za-z]+(?:-[A-Za-z0-9]*\d[A-Za-z0-9]*)+"
     r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}(?:[a-z]{2,}|[a-z][A-Z])[A-Za-z0-9]*"
     r"|[A-Za-z]+\d[A-Za-z0-9]*)"
@@ -106,8 +106,8 @@ _NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXi
 # ``release-2.6.md`` keeps its version
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z][A-Za-z0-9]{0,7})+$")
 _PATH_LIKE = re.compile(r"\S*[/\\]\S*")  # a/b/page, docs\\index.md, https://…
-#: A web address is where a text points, not what it says: its host and path pieces
-#: ("changelog.html", "docs.python.org") are no terms.
+#: A web address is where a text points, not what it says: a term found only in addresses
+#: ("changelog.html", "docs.python.org") is a feature of the chunks, never a name.
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+")
 _ABBREVIATION = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
@@ -384,12 +384,12 @@ def build_term_index(
     for text, title, source in zip(texts, titles, sources or [""] * n, strict=True):
         _, prose, code = clean_parts(text, slots=False) if text else ("", "", "")
         plain_title = clean_markdown(title, slots=False) if title else ""
-        body = _terms(_URL.sub(" ", prose), stats, in_title=False) + _terms(code, stats, in_title=False, code=True)
+        body = _terms(prose, stats, in_title=False) + _terms(code, stats, in_title=False, code=True)
         head = _terms(plain_title, stats, in_title=True)
         stats.adjacent.update(k for k in body if " " in k)
         for segment in _TRAIL_MARK.split(plain_title) if plain_title else ():
             stats.adjacent.update(k for k in _keys(segment) if " " in k)
-        stats.in_prose |= head.keys() | _keys(prose)
+        stats.in_prose |= head.keys() | _keys(_URL.sub(" ", prose))  # a term only in URLs names nothing
         written.update(w.lower() for w in _PLAIN_WORD.findall(_PATH_LIKE.sub(" ", f"{prose} {plain_title}")))
         segments = heading_segments(title or "", source, params)
         for segment in segments:
