@@ -13,7 +13,7 @@ from .errors import KnowtologyError, LLMOutputError, NotFoundError
 from .llm.base import CallUsage, ChatMessage, ChatTurn, LLMResponse, ToolSpec, usage_of
 from .models import ReadResult, SearchResult
 from .tokens import count_tokens
-from .tool_specs import TOOLS, error_text
+from .tool_specs import TOOLS, error_text, tool_hint
 
 if TYPE_CHECKING:
     from .llm.base import LLMClient
@@ -295,7 +295,7 @@ def _run_call(tools: KnowledgeMapTools, name: str, arguments: dict[str, Any], tu
             # for 'Support/Return'): a dead end they repeat. Search everywhere and say so.
             out = tools.run(name, {k: v for k, v in arguments.items() if k != "under"})
             note = (f"Note: {exc.message}; searched the whole collection instead"
-                    + (f" (hint: {exc.hint})" if exc.hint else "") + ".\n")
+                    + (f" (hint: {tool_hint(exc.hint)})" if exc.hint else "") + ".\n")
         text, error = note + out.text, False
         summary = _summarise(out.result) + (" (scope not found: searched everywhere)" if note else "")
         if isinstance(out.result, ReadResult):

@@ -23,6 +23,8 @@ from .errors import ConfigError, ConflictError, EmbeddingError, InputError, Lock
 from .locking import StoreLock
 from .models import (
     MISSING_HINT,
+    NO_IDS_HINT,
+    NO_KEYWORDS_HINT,
     ROOT,
     Assignment,
     BrowseResult,
@@ -1140,7 +1142,7 @@ class KnowledgeBase:
         else:
             query = keyword_query(list(terms) if not isinstance(terms, str) else terms)
             if not query:
-                raise ConfigError("no keywords given", hint='e.g. kt grep "7 days, refund"')
+                raise ConfigError("no keywords given", hint=NO_KEYWORDS_HINT)
             exact = identifier_terms(query)
             scored = self.vectors.keyword_search(name, query, max(2 * k, EXACT_POOL) if exact else 2 * k,
                                                  within=within)
@@ -1282,7 +1284,7 @@ class KnowledgeBase:
         session_name = self._session(session)
         ids = [c.strip() for c in chunk_ids if c and c.strip()]
         if not ids:
-            raise ConfigError("no chunk ids given", hint="copy ids from search, grep or browse output")
+            raise ConfigError("no chunk ids given", hint=NO_IDS_HINT)
         pending = self._pending_ids(name)
         chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
         unknown = list(dict.fromkeys(i for i in ids if i not in chunks))

@@ -11,6 +11,9 @@ from .errors import NotFoundError
 MAX_SUGGESTIONS = 3
 #: difflib ratio a path must reach to be suggested (difflib's own default)
 CLOSE_RATIO = 0.6
+#: what to do when nothing is close: the advice the CLI prints (agent surfaces name their tool instead)
+BROWSE_HINT = "`kt browse` lists the top categories"
+EMPTY_MAP_HINT = "the map is empty: run `kt build`"
 
 
 def path_key(path: str) -> str:
@@ -58,5 +61,5 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
     if suggestions:
         hint = "did you mean " + " or ".join(repr(p) for p in suggestions) + "?"
     else:
-        hint = "`kt browse` lists the top categories" if paths else "the map is empty: run `kt build`"
+        hint = BROWSE_HINT if paths else EMPTY_MAP_HINT
     raise NotFoundError(f"no category {shown!r} in collection {collection!r}", hint=hint)

@@ -88,11 +88,12 @@ def search_text(result: SearchResult, *, context: bool = False) -> str:
     return "\n".join(lines)
 
 
-def read_text(result: ReadResult, *, context: bool = False) -> str:
+def read_text(result: ReadResult, *, context: bool = False, missing_hint: str = MISSING_HINT) -> str:
     """Full text per chunk with a header line; repeats as ``[chunk_id] (already read — skip)``.
 
     The header cites the source: ``file.md:120-164`` (lines) or ``file.pdf:p3-4`` (pages) for
-    document chunks, ``file#index`` otherwise; then `` — `` and the section's title path.
+    document chunks, ``file#index`` otherwise; then `` — `` and the section's title path. Ids the
+    collection does not hold end the text with ``missing_hint`` (the agent tools pass theirs).
     """
     blocks = []
     for c in result.chunks:
@@ -113,5 +114,5 @@ def read_text(result: ReadResult, *, context: bool = False) -> str:
             title = f" — {c.title}" if c.title else ""
             blocks.append(f"[{c.chunk_id}] {where} · {source}{title}\n{c.text}")
     if result.missing:
-        blocks.append(f"(not found: {', '.join(result.missing)} — {MISSING_HINT})")
+        blocks.append(f"(not found: {', '.join(result.missing)} — {missing_hint})")
     return "\n\n".join(blocks)

@@ -1,14 +1,15 @@
-"""The four agent tools as every surface publishes them: names, prompts, argument models, validation."""
+"""The four agent tools as every surface publishes them: names, prompts, argument models, validation, errors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError, KnowtologyError, NotFoundError
-from .models import ROOT
+from .models import MISSING_HINT, NO_IDS_HINT, NO_KEYWORDS_HINT, ROOT
+from .paths import BROWSE_HINT, EMPTY_MAP_HINT
 
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 50
@@ -189,6 +190,42 @@ def validate_args(tool: ToolDef, arguments: dict[str, Any] | None) -> ToolArgs:
                           hint=f"arguments: {', '.join(tool.args.model_fields)}") from None
 
 
+#: Advice in library hints written for the CLI -> the same advice for an agent holding the km_* tools.
+#: Every agent surface (MCP, LangChain, FastAPI, ``kt ask``) words hints through :func:`tool_hint`.
+TOOL_ADVICE: dict[str, str] = {
+    BROWSE_HINT: "km_browse_tree with path='root' lists the top categories",
+    EMPTY_MAP_HINT: "the map is empty: km_search_chunks and km_search_keyword still find chunks",
+    MISSING_HINT: "its document was renamed or removed, or the id is mistyped: km_search_keyword or "
+                  "km_search_chunks finds the text; copy ids from their output",
+    NO_IDS_HINT: "copy ids from the output of km_search_chunks, km_search_keyword or km_browse_tree",
+    NO_KEYWORDS_HINT: "e.g. keywords='7 days, refund'",
+}
+
+
+@overload
+def tool_hint(hint: str) -> str: ...
+
+
+@overload
+def tool_hint(hint: None) -> None: ...
+
+
+def tool_hint(hint: str | None) -> str | None:
+    """``hint`` as an agent should read it: CLI advice becomes advice naming the km_* tools."""
+    return TOOL_ADVICE.get(hint, hint) if hint else hint
+
+
+def tool_error(exc: KnowtologyError) -> dict[str, Any]:
+    """``exc.to_dict()`` with the hint worded for an agent (the body of an HTTP error)."""
+    return {**exc.to_dict(), "hint": tool_hint(exc.hint)}
+
+
+def error_message(exc: KnowtologyError) -> str:
+    """``message — hint: …`` on one line, hint worded for an agent (MCP adds its own ``Error …:``)."""
+    hint = tool_hint(exc.hint)
+    return exc.message + (f" — hint: {hint}" if hint else "")
+
+
 def error_text(exc: KnowtologyError) -> str:
-    """The one-line error a model sees: ``Error: message (hint)``."""
-    return f"Error: {exc.message}" + (f" — hint: {exc.hint}" if exc.hint else "")
+    """The one-line error a model sees as a tool result: ``Error: message — hint: …``."""
+    return f"Error: {error_message(exc)}"

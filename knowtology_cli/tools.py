@@ -16,7 +16,7 @@ from .errors import ConfigError
 from .integrations.fastapi import create_router
 from .integrations.langchain import langchain_tools
 from .kb import KnowledgeBase
-from .models import ROOT, BrowseResult, ReadResult, SearchResult
+from .models import MISSING_HINT, ROOT, BrowseResult, ReadResult, SearchResult
 from .stores.base import TextStore, VectorStore
 from .stores.routing import KeywordRoutedStore
 from .tool_specs import (
@@ -34,6 +34,7 @@ from .tool_specs import (
     ToolDef,
     error_text,
     tool_def,
+    tool_hint,
     validate_args,
 )
 
@@ -199,7 +200,7 @@ class KnowledgeMapTools:
         else:
             assert isinstance(args, ReadArgs)
             result = self.read(args.chunk_ids, session=session, context=args.context)
-            text = render.read_text(result)
+            text = render.read_text(result, missing_hint=tool_hint(MISSING_HINT))
         return ToolOutput(tool=tool.name, text=text, result=result)
 
     def call(self, name: str, arguments: dict[str, Any] | None = None, *, session: str | None = None) -> str:

@@ -92,8 +92,10 @@ def test_four_routes_over_http(server, agent_store_copy) -> None:
                             headers={"X-Knowtology-Session": "client-b"}).json()
         assert "within 7 days of purchase" in other["text"]
 
-        missing = client.post("/km/browse", json={"path": "No/Such"})
-        assert missing.status_code == 404 and missing.json()["detail"]["code"] == "not_found"
+        missing = client.post("/km/browse", json={"path": "Zzzz/Qqqq"})
+        assert missing.status_code == 404 and missing.json()["detail"] == {
+            "code": "not_found", "message": "no category 'Zzzz/Qqqq' in collection 'default'",
+            "hint": "km_browse_tree with path='root' lists the top categories"}
         bad = client.post("/km/search", json={"top_k": 2})
         assert bad.status_code == 422
         bad_session = client.post("/km/read", json={"chunk_ids": [chunk_id]},

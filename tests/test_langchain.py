@@ -69,6 +69,10 @@ def test_errors_come_back_as_tool_messages(lc_tools) -> None:
     call = {"name": "km_browse_tree", "args": {"path": "No/Such/Place"}, "id": "e1", "type": "tool_call"}
     msg = lc_tools["km_browse_tree"].invoke(call)
     assert msg.status == "error" and msg.content.startswith("Error: no category 'No/Such/Place'")
+    unknown = lc_tools["km_read_chunks"].invoke(
+        {"name": "km_read_chunks", "args": {"chunk_ids": ["nope-404"]}, "id": "e2", "type": "tool_call"})
+    assert unknown.status == "error" and unknown.content.count("Error") == 1
+    assert "km_search_keyword or km_search_chunks finds the text" in unknown.content and "kt " not in unknown.content
     # the tool keeps working afterwards
     assert lc_tools["km_browse_tree"].invoke({"path": "root"}).startswith("root (")
 

@@ -65,10 +65,14 @@ def test_lists_exactly_four_tools_and_calls_each(agent_store) -> None:
         again = await session.call_tool("km_read_chunks", {"chunk_ids": [chunk_id]})
         assert _text(again) == f"[{chunk_id}] {ALREADY_READ}"
 
-        bad = await session.call_tool("km_browse_tree", {"path": "No/Such/Category"})
-        assert bad.is_error and "no category 'No/Such/Category'" in _text(bad)
+        bad = await session.call_tool("km_browse_tree", {"path": "Zzzz/Qqqq"})
+        assert bad.is_error and _text(bad) == ("Error executing tool km_browse_tree: no category 'Zzzz/Qqqq' in "
+                                               "collection 'default' — hint: km_browse_tree with path='root' lists "
+                                               "the top categories")  # "Error" once, the hint names a tool
         unknown = await session.call_tool("km_read_chunks", {"chunk_ids": ["nope-404"]})
-        assert unknown.is_error and "no chunk 'nope-404'" in _text(unknown)
+        assert unknown.is_error and _text(unknown).startswith(
+            "Error executing tool km_read_chunks: no chunk 'nope-404' in collection 'default' — hint: ")
+        assert "km_search_keyword" in _text(unknown) and "kt " not in _text(unknown)
         wrong_args = await session.call_tool("km_search_chunks", {"top_k": 3})
         assert wrong_args.is_error
         # the server is still alive and answering

@@ -15,7 +15,7 @@ from knowtology_cli.config import validate_name
 from knowtology_cli.errors import ConfigError, KnowtologyError
 from knowtology_cli.export_page import CONTENT_SECURITY_POLICY
 from knowtology_cli.models import BrowseResult, ReadResult, SearchResult
-from knowtology_cli.tool_specs import TOOLS, ToolDef
+from knowtology_cli.tool_specs import TOOLS, ToolDef, tool_error
 
 from . import require
 
@@ -96,7 +96,7 @@ def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix:
     ``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every
     route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
     anything but loopback without one. Library errors map to their HTTP status with
-    ``{"detail": {"code", "message", "hint"}}``.
+    ``{"detail": {"code", "message", "hint"}}``, the hint naming the tools rather than ``kt`` commands.
 
     Args:
         tools: the shared tool layer.
@@ -209,7 +209,7 @@ def _endpoint(tools: KnowledgeMapTools, spec: ToolDef, response_model: type[_Res
             name = validate_name("session", session) if session else None
             out = tools.run(spec.name, body.model_dump(exclude_none=True), session=name)
         except KnowtologyError as exc:
-            raise HTTPException(status_code=exc.http_status, detail=exc.to_dict()) from exc
+            raise HTTPException(status_code=exc.http_status, detail=tool_error(exc)) from exc
         return response_model.model_validate({"tool": out.tool, "text": out.text, "result": out.result})
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from knowtology_cli import __version__
 from knowtology_cli.errors import KnowtologyError
-from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
+from knowtology_cli.tool_specs import TOOLS, ToolDef, error_message
 
 from . import require
 
@@ -72,7 +72,8 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
     (``stdio_client`` + ``ClientSession``) and for the high-level ``mcp.Client``, which negotiates the
     2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
     state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
-    bad path or id never ends the server.
+    bad path or id never ends the server; their text is the SDK's ``Error executing tool NAME:`` and
+    then the message and hint once.
 
     Args:
         tools: the shared tool layer.
@@ -120,7 +121,7 @@ def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: Connection
                 lambda: tools.call(spec.name, {k: v for k, v in arguments.items() if v is not None}, session=session)
             )
         except KnowtologyError as exc:
-            raise ToolError(error_text(exc)) from exc
+            raise ToolError(error_message(exc)) from exc  # the SDK puts "Error executing tool NAME: " first
 
     params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
     annotations: dict[str, Any] = {"ctx": Context, "return": str}
