@@ -10,6 +10,7 @@ class KnowtologyError(Exception):
 
         KnowtologyError                 code "error"
         ├── ConfigError                 code "config"        bad flag, env, config.toml or name
+        │   └── ArgumentError           code "invalid_argument"  bad tool argument or request field
         ├── NotFoundError               code "not_found"     collection, path, chunk or session missing
         ├── InputError                  code "input"         bad ingest input (file:line: problem)
         ├── ConflictError               code "conflict"      a source name or chunk id another source owns
@@ -45,6 +46,16 @@ class ConfigError(KnowtologyError):
 
     code = "config"
     http_status = 400
+
+
+class ArgumentError(ConfigError):
+    """A tool argument or request field is missing, empty or out of range (``top_k=-1``, no chunk ids).
+
+    A ``ConfigError`` too (``except ConfigError`` still catches it), with its own code so an HTTP or
+    agent client can tell a bad request from a bad server setting.
+    """
+
+    code = "invalid_argument"
 
 
 class NotFoundError(KnowtologyError):

@@ -19,7 +19,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
 from .config import DEFAULT_COLLECTION, DEFAULT_SESSION, Settings, load_settings, validate_name
-from .errors import ConfigError, ConflictError, EmbeddingError, InputError, LockedError, NotFoundError
+from .errors import (
+    ArgumentError,
+    ConfigError,
+    ConflictError,
+    EmbeddingError,
+    InputError,
+    LockedError,
+    NotFoundError,
+)
 from .locking import StoreLock
 from .models import (
     MISSING_HINT,
@@ -1053,9 +1061,9 @@ class KnowledgeBase:
         if rerank not in (None, *RERANKERS):
             raise ConfigError(f"unknown reranker {rerank!r}", hint="use " + " or ".join(RERANKERS))
         if not query.strip():
-            raise ConfigError("empty query", hint="give a question or some words to search for")
+            raise ArgumentError("empty query", hint="give a question or some words to search for")
         if k < 1:
-            raise ConfigError(f"-k must be at least 1, got {k}")
+            raise ArgumentError(f"-k must be at least 1, got {k}")
         self._require_collection(name)
         within = self._resolve_under(name, under)
         if mode != "keyword":
@@ -1129,7 +1137,7 @@ class KnowledgeBase:
         name = self._collection(collection)
         self._require_collection(name)
         if k < 1:
-            raise ConfigError(f"-k must be at least 1, got {k}")
+            raise ArgumentError(f"-k must be at least 1, got {k}")
         within = self._resolve_under(name, under)
         read: dict[str, Any] = {}  # chunks read once, shared by the exact-first order, copies and windows
         if regex:
@@ -1137,12 +1145,12 @@ class KnowledgeBase:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ConfigError(f"bad regular expression {pattern!r}: {exc}", hint="escape special characters") from exc
+                raise ArgumentError(f"bad regular expression {pattern!r}: {exc}", hint="escape special characters") from exc
             scored, query = self.vectors.regex_search(name, pattern, 2 * k, within=within), pattern
         else:
             query = keyword_query(list(terms) if not isinstance(terms, str) else terms)
             if not query:
-                raise ConfigError("no keywords given", hint=NO_KEYWORDS_HINT)
+                raise ArgumentError("no keywords given", hint=NO_KEYWORDS_HINT)
             exact = identifier_terms(query)
             scored = self.vectors.keyword_search(name, query, max(2 * k, EXACT_POOL) if exact else 2 * k,
                                                  within=within)
@@ -1284,7 +1292,7 @@ class KnowledgeBase:
         session_name = self._session(session)
         ids = [c.strip() for c in chunk_ids if c and c.strip()]
         if not ids:
-            raise ConfigError("no chunk ids given", hint=NO_IDS_HINT)
+            raise ArgumentError("no chunk ids given", hint=NO_IDS_HINT)
         pending = self._pending_ids(name)
         chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
         unknown = list(dict.fromkeys(i for i in ids if i not in chunks))
@@ -1297,7 +1305,7 @@ class KnowledgeBase:
             )
         ids = [i for i in ids if i in chunks]  # the others are named in `missing`
         if context < 0:
-            raise ConfigError(f"--context must be 0 or more, got {context}")
+            raise ArgumentError(f"--context must be 0 or more, got {context}")
         order: list[tuple[str, str | None]] = []  # (chunk id, the requested id it is context for)
         placed: set[str] = set()
         requested = list(dict.fromkeys(ids))

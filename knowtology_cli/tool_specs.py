@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError, KnowtologyError, NotFoundError
+from .errors import ArgumentError, KnowtologyError, NotFoundError
 from .models import MISSING_HINT, NO_IDS_HINT, NO_KEYWORDS_HINT, ROOT
 from .paths import BROWSE_HINT, EMPTY_MAP_HINT
 
@@ -179,15 +180,50 @@ def tool_def(name: str) -> ToolDef:
 
 
 def validate_args(tool: ToolDef, arguments: dict[str, Any] | None) -> ToolArgs:
-    """Validate raw arguments against the tool's model; problems become a ``ConfigError``."""
+    """Validate raw arguments against the tool's model; problems become an ``ArgumentError``."""
     try:
         return tool.args.model_validate(arguments or {})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"bad arguments for {tool.name}: {problems}",
-                          hint=f"arguments: {', '.join(tool.args.model_fields)}") from None
+        raise arguments_error(tool, exc.errors()) from None
+
+
+def arguments_error(tool: ToolDef, errors: Iterable[Mapping[str, Any]], *, skip: int = 0) -> ArgumentError:
+    """One ``ArgumentError`` for pydantic-style ``errors`` (``loc``, ``msg``, ``type``) of ``tool``'s arguments.
+
+    The message names each field and its problem on one line; the hint says what to send. Every
+    surface reports bad arguments through it: the tool layer, LangChain's argument check and
+    FastAPI's request validation (whose ``loc`` starts with ``body``: ``skip=1``).
+    """
+    problems: list[str] = []
+    fields: list[str] = []
+    for err in errors:
+        loc = [str(part) for part in err.get("loc", ())[skip:]]
+        if err.get("type") == "json_invalid":
+            problems.append(f"the body is not valid JSON ({(err.get('ctx') or {}).get('error', err['msg'])})")
+            continue
+        field = loc[0] if loc else ""
+        problems.append(f"{'.'.join(loc) or 'arguments'}: {err['msg']}")
+        if field in tool.args.model_fields and field not in fields:
+            fields.append(field)
+    wanted = "; ".join(_field_hint(tool.args, name) for name in fields)
+    return ArgumentError(f"bad arguments for {tool.name}: {'; '.join(problems)}",
+                         hint=wanted or f"{tool.name} takes: {', '.join(tool.args.model_fields)}")
+
+
+def _field_hint(model: type[ToolArgs], name: str) -> str:
+    """``name (limits): description`` of one argument, e.g. ``top_k (1 to 50): Number of hits (default 5).``"""
+    field = model.model_fields[name]
+    limits = {attr: getattr(rule, attr) for rule in field.metadata
+              for attr in ("ge", "le", "min_length") if hasattr(rule, attr)}
+    parts = ["required"] if field.is_required() else []
+    if "ge" in limits and "le" in limits:
+        parts.append(f"{limits['ge']} to {limits['le']}")
+    elif "ge" in limits:
+        parts.append(f"at least {limits['ge']}")
+    if "min_length" in limits:
+        parts.append(f"at least {limits['min_length']} item{'' if limits['min_length'] == 1 else 's'}")
+    label = f" ({', '.join(parts)})" if parts else ""
+    return f"{name}{label}: {field.description}"
 
 
 #: Advice in library hints written for the CLI -> the same advice for an agent holding the km_* tools.

@@ -183,7 +183,7 @@ class KnowledgeMapTools:
         """Validate ``arguments`` for tool ``name`` (``km_*`` or route), run it, render the text.
 
         Raises:
-            KnowtologyError: bad arguments (``ConfigError``), unknown paths or ids, store errors.
+            KnowtologyError: bad arguments (``ArgumentError``), unknown paths or ids, store errors.
         """
         tool = tool_def(name)
         args = validate_args(tool, arguments)

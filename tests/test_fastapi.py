@@ -97,7 +97,7 @@ def test_four_routes_over_http(server, agent_store_copy) -> None:
             "code": "not_found", "message": "no category 'Zzzz/Qqqq' in collection 'default'",
             "hint": "km_browse_tree with path='root' lists the top categories"}
         bad = client.post("/km/search", json={"top_k": 2})
-        assert bad.status_code == 422
+        assert bad.status_code == 400 and bad.json()["detail"]["code"] == "invalid_argument"
         bad_session = client.post("/km/read", json={"chunk_ids": [chunk_id]},
                                   headers={"X-Knowtology-Session": "../etc"})
         assert bad_session.status_code == 400 and bad_session.json()["detail"]["code"] == "config"
@@ -137,4 +137,68 @@ def test_router_factory_in_process(agent_store_copy) -> None:
     with TestClient(app) as client:
         assert client.post("/km/browse", json={}).status_code == 401
         assert client.post("/km/browse", json={}, headers={"Authorization": "Bearer t"}).json()["text"].startswith("root")
+    tools.close()
+
+
+def _app_client(store):
+    from fastapi.testclient import TestClient
+
+    from knowtology_cli import KnowledgeMapTools
+    from knowtology_cli.integrations.fastapi import create_app
+
+    tools = KnowledgeMapTools.open(str(store))
+    return tools, TestClient(create_app(tools))
+
+
+def test_bad_bodies_answer_400_in_the_documented_shape(agent_store_copy) -> None:
+    """A body failing the argument model is a bad argument (400), not FastAPI's 422 list."""
+    tools, client = _app_client(agent_store_copy)
+    with client:
+        cases = {
+            ("/km/read", '{"chunk_ids": []}'): ("bad arguments for km_read_chunks: chunk_ids: List should have at "
+                                                "least 1 item after validation, not 0",
+                                                "chunk_ids (required, at least 1 item): Chunk ids to read in full"),
+            ("/km/search", '{"query": "refund", "top_k": -1}'): (
+                "bad arguments for km_search_chunks: top_k: Input should be greater than or equal to 1",
+                "top_k (1 to 50): Number of hits (default 5)."),
+            ("/km/search", '{"top_k": 2}'): ("bad arguments for km_search_chunks: query: Field required",
+                                             "query (required): What you are looking for"),
+            ("/km/keyword", '{"keywords": "refund", "k": 3}'): (
+                "bad arguments for km_search_keyword: k: Extra inputs are not permitted",
+                "km_search_keyword takes: keywords, top_k, under"),
+            ("/km/read", '{"chunk_ids": ['): ("bad arguments for km_read_chunks: the body is not valid JSON",
+                                             "km_read_chunks takes: chunk_ids, context"),
+        }
+        for (route, body), (message, hint) in cases.items():
+            response = client.post(route, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 400, (route, body, response.text)
+            detail = response.json()["detail"]
+            assert set(detail) == {"code", "message", "hint"} and detail["code"] == "invalid_argument"
+            assert detail["message"].startswith(message) and "\n" not in detail["message"], detail
+            assert "pydantic.dev" not in response.text and detail["hint"].startswith(hint), detail
+        empty = client.post("/km/search", json={"query": "  "})
+        assert empty.status_code == 400
+        assert empty.json()["detail"] == {"code": "invalid_argument", "message": "empty query",
+                                          "hint": "give a question or some words to search for"}
+        spec = client.get("/openapi.json").json()
+        for route in ROUTES:
+            responses = spec["paths"][route]["post"]["responses"]
+            assert "422" not in responses and responses["400"]["content"]["application/json"]["schema"] == \
+                {"$ref": "#/components/schemas/ErrorResponse"}
+    tools.close()
+
+
+def test_mounted_router_answers_bad_bodies_the_same(agent_store_copy) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from knowtology_cli import KnowledgeMapTools
+
+    tools = KnowledgeMapTools.open(str(agent_store_copy))
+    app = FastAPI()
+    app.include_router(tools.get_fastapi_router(prefix="/kb"))
+    with TestClient(app) as client:
+        response = client.post("/kb/read", json={"chunk_ids": []})
+        assert response.status_code == 400 and response.json()["detail"]["code"] == "invalid_argument"
+        assert client.post("/kb/read", json={"chunk_ids": ["ret-1"]}).status_code == 200
     tools.close()

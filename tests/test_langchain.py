@@ -77,6 +77,29 @@ def test_errors_come_back_as_tool_messages(lc_tools) -> None:
     assert lc_tools["km_browse_tree"].invoke({"path": "root"}).startswith("root (")
 
 
+def test_refused_arguments_come_back_as_tool_messages(lc_tools) -> None:
+    """LangChain checks arguments against the schema before the tool runs; a refusal is an error
+    tool message, worded like every other tool error, not a ValidationError ending the run."""
+    calls = [
+        ({"name": "km_read_chunks", "args": {"chunk_ids": []}, "id": "v1", "type": "tool_call"},
+         "Error: bad arguments for km_read_chunks: chunk_ids: List should have at least 1 item after validation, "
+         "not 0 — hint: chunk_ids (required, at least 1 item): Chunk ids to read in full"),
+        ({"name": "km_search_chunks", "args": {"query": "refund", "top_k": -3}, "id": "v2", "type": "tool_call"},
+         "Error: bad arguments for km_search_chunks: top_k: Input should be greater than or equal to 1 — hint: "
+         "top_k (1 to 50): Number of hits (default 5)."),
+    ]
+    for call, text in calls:
+        msg = lc_tools[call["name"]].invoke(call)
+        assert isinstance(msg, ToolMessage) and msg.status == "error" and msg.tool_call_id == call["id"]
+        assert msg.content.startswith(text) and "\n" not in msg.content and "pydantic" not in msg.content
+    plain = lc_tools["km_read_chunks"].invoke({"chunk_ids": []})  # no tool call: the text alone
+    assert plain.startswith("Error: bad arguments for km_read_chunks: chunk_ids:")
+    empty = lc_tools["km_search_chunks"].invoke({"name": "km_search_chunks", "args": {"query": ""}, "id": "v3",
+                                                 "type": "tool_call"})
+    assert empty.status == "error" and empty.content.startswith("Error: empty query")
+    assert asyncio.run(lc_tools["km_read_chunks"].ainvoke({"chunk_ids": []})).startswith("Error: bad arguments")
+
+
 def test_async_invocation(lc_tools) -> None:
     out = asyncio.run(lc_tools["km_search_keyword"].ainvoke({"keywords": "sick leave"}))
     assert out.splitlines()[1].startswith(" [hr-2]")  # first hit, under its path heading

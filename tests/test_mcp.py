@@ -75,6 +75,15 @@ def test_lists_exactly_four_tools_and_calls_each(agent_store) -> None:
         assert "km_search_keyword" in _text(unknown) and "kt " not in _text(unknown)
         wrong_args = await session.call_tool("km_search_chunks", {"top_k": 3})
         assert wrong_args.is_error
+        assert _text(wrong_args) == ("Error executing tool km_search_chunks: bad arguments for km_search_chunks: "
+                                     "query: Field required — hint: query (required): What you are looking for, "
+                                     "as a short question or phrase.")
+        empty_ids = await session.call_tool("km_read_chunks", {"chunk_ids": []})
+        assert empty_ids.is_error and "\n" not in _text(empty_ids) and "pydantic" not in _text(empty_ids)
+        assert _text(empty_ids).startswith("Error executing tool km_read_chunks: bad arguments for km_read_chunks: "
+                                           "chunk_ids: List should have at least 1 item")
+        extra = await session.call_tool("km_search_keyword", {"keywords": "7 days, refund", "k": 2})
+        assert not extra.is_error  # a key the tool does not take is ignored, as the SDK always did
         # the server is still alive and answering
         still = await session.call_tool("km_browse_tree", {})
         assert not still.is_error and _text(still) == _text(root)

@@ -15,7 +15,7 @@ from knowtology_cli.config import validate_name
 from knowtology_cli.errors import ConfigError, KnowtologyError
 from knowtology_cli.export_page import CONTENT_SECURITY_POLICY
 from knowtology_cli.models import BrowseResult, ReadResult, SearchResult
-from knowtology_cli.tool_specs import TOOLS, ToolDef, tool_error
+from knowtology_cli.tool_specs import TOOLS, ToolDef, arguments_error, tool_def, tool_error
 
 from . import require
 
@@ -96,7 +96,9 @@ def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix:
     ``GET /`` serves the tree as the HTML page of ``kt export --format html``. With a token every
     route requires ``Authorization: Bearer <token>``; :func:`serve` refuses to bind
     anything but loopback without one. Library errors map to their HTTP status with
-    ``{"detail": {"code", "message", "hint"}}``, the hint naming the tools rather than ``kt`` commands.
+    ``{"detail": {"code", "message", "hint"}}``, the hint naming the tools rather than ``kt``
+    commands; so does a body that fails the argument model (400, code ``invalid_argument``, as the
+    tools report bad arguments), never FastAPI's 422 list.
 
     Args:
         tools: the shared tool layer.
@@ -109,11 +111,15 @@ def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix:
     dependencies = [Depends(_bearer_check(token))] if token else []
     errors: dict[int | str, dict[str, Any]] = {
         status: {"model": ErrorResponse, "description": text}
-        for status, text in ((400, "Bad arguments"), (404, "Unknown category, chunk or collection"))
+        for status, text in ((400, "Bad arguments: a missing, empty or out-of-range field, or a body that is "
+                                   "not a JSON object of the arguments (code invalid_argument)"),
+                             (404, "Unknown category, chunk or collection"),
+                             ("default", "Any other error (store, lock), in the same shape"))
     }
     if token:
         errors[401] = {"model": ErrorResponse, "description": "Missing or wrong bearer token"}
-    router = APIRouter(prefix=prefix, tags=["knowledge map"], dependencies=dependencies, responses=errors)
+    router = APIRouter(prefix=prefix, tags=["knowledge map"], dependencies=dependencies, responses=errors,
+                       route_class=_tool_route_class())
     for spec in TOOLS:
         response_model = RESPONSES[spec.route]
         router.add_api_route(
@@ -198,6 +204,36 @@ def _bearer_check(token: str) -> Callable[..., None]:
             )
 
     return check
+
+
+def _tool_route_class() -> type:
+    """The tool routes' class: a body failing the argument model is answered as a bad argument.
+
+    FastAPI validates the body before the endpoint runs and answers 422 with pydantic's error list;
+    these routes catch that validation error and answer 400 with ``{"detail": {"code", "message",
+    "hint"}}`` from :func:`~knowtology_cli.tool_specs.arguments_error`, as the tools word bad
+    arguments. It lives on the routes (FastAPI's documented custom ``APIRoute``), so an app that
+    mounts only the router answers the same.
+    """
+    from fastapi.exceptions import RequestValidationError  # deferred: optional extra
+    from fastapi.responses import JSONResponse  # deferred: optional extra
+    from fastapi.routing import APIRoute  # deferred: optional extra
+
+    class ToolRoute(APIRoute):
+        def get_route_handler(self) -> Callable[..., Any]:
+            handler = super().get_route_handler()
+            spec = tool_def(self.name)
+
+            async def route_handler(request: Any) -> Any:
+                try:
+                    return await handler(request)
+                except RequestValidationError as exc:
+                    error = arguments_error(spec, exc.errors(), skip=1)  # each loc starts with "body"
+                    return JSONResponse({"detail": tool_error(error)}, status_code=error.http_status)
+
+            return route_handler
+
+    return ToolRoute
 
 
 def _endpoint(tools: KnowledgeMapTools, spec: ToolDef, response_model: type[_Response]) -> Callable[..., Any]:

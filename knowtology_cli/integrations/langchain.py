@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from knowtology_cli.errors import KnowtologyError
-from knowtology_cli.tool_specs import TOOLS, ToolDef, error_text
+from knowtology_cli.tool_specs import TOOLS, ToolDef, arguments_error, error_text
 
 from . import require
 
@@ -18,8 +18,9 @@ def langchain_tools(tools: KnowledgeMapTools, *, session: str | None = None) -> 
     """``StructuredTool``s for ``km_browse_tree``, ``km_search_chunks``, ``km_search_keyword``, ``km_read_chunks``.
 
     Each tool returns the compact agent text as its content and the typed record
-    (``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors come
-    back to the agent as ``Error: ...`` text instead of ending the run.
+    (``BrowseResult``/``SearchResult``/``ReadResult`` as a dict) as its artifact. Library errors, and
+    arguments LangChain's own check refuses (``chunk_ids=[]``, ``top_k=-3``), come back to the agent
+    as ``Error: ...`` tool messages (status ``error``) instead of ending the run.
 
     Args:
         tools: the shared tool layer.
@@ -50,4 +51,6 @@ def _structured_tool(tools: KnowledgeMapTools, spec: ToolDef, session: str | Non
         args_schema=spec.args,
         response_format="content_and_artifact",
         handle_tool_error=True,
+        # LangChain validates against args_schema before `run`: word its refusal as the tools do
+        handle_validation_error=lambda exc: error_text(arguments_error(spec, exc.errors())),
     )

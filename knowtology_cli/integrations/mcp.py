@@ -12,7 +12,7 @@ from pydantic import Field
 
 from knowtology_cli import __version__
 from knowtology_cli.errors import KnowtologyError
-from knowtology_cli.tool_specs import TOOLS, ToolDef, error_message
+from knowtology_cli.tool_specs import TOOLS, TOOLS_BY_NAME, ToolDef, error_message, validate_args
 
 from . import require
 
@@ -73,7 +73,8 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
     2026 per-request protocol where every request arrives on a fresh ``Connection`` and connection
     state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
     bad path or id never ends the server; their text is the SDK's ``Error executing tool NAME:`` and
-    then the message and hint once.
+    then the message and hint once. Arguments are checked against the tool's model before the SDK's
+    own check, so a refused argument reads as one line like every other error.
 
     Args:
         tools: the shared tool layer.
@@ -82,10 +83,9 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
         name: the server name announced to clients.
     """
     require("mcp.server.mcpserver", "mcp", "the MCP server")
-    from mcp.server.mcpserver import MCPServer  # deferred: optional extra
     from mcp.types import ToolAnnotations  # deferred: optional extra
 
-    server = MCPServer(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    server = _server_class()(name=name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     sessions = ConnectionSessions(session)
     for spec in TOOLS:
         server.add_tool(
@@ -107,6 +107,31 @@ def run_stdio(tools: KnowledgeMapTools, *, session: str | None = None) -> None:
     ``mcp-XXXXXXXX`` (in memory when the tools hold no session store).
     """
     create_mcp_server(tools, session=session or _new_name()).run("stdio")
+
+
+def _server_class() -> type:
+    """``MCPServer`` checking a call's arguments against the tool's model first.
+
+    The SDK validates arguments with a model it derives from the tool function and answers a refusal
+    with pydantic's multi-line report (and a documentation URL); this checks them first with
+    :func:`~knowtology_cli.tool_specs.validate_args` and answers as every other tool error does.
+    Keys the tool does not take are left to the SDK, which ignores them, as before.
+    """
+    from mcp.server.mcpserver import MCPServer  # deferred: optional extra
+    from mcp.server.mcpserver.exceptions import ToolError  # deferred: optional extra
+
+    class KnowtologyMCPServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            spec = TOOLS_BY_NAME.get(name)
+            if spec is not None:
+                given = {k: v for k, v in arguments.items() if k in spec.args.model_fields and v is not None}
+                try:
+                    validate_args(spec, given)
+                except KnowtologyError as exc:
+                    raise ToolError(f"Error executing tool {name}: {error_message(exc)}") from exc  # as the SDK words it
+            return await super().call_tool(name, arguments, context)
+
+    return KnowtologyMCPServer
 
 
 def _tool_function(tools: KnowledgeMapTools, spec: ToolDef, sessions: ConnectionSessions) -> Any:
