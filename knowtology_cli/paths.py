@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import difflib
+import re
 from collections.abc import Sequence
 
 from .errors import NotFoundError
 
 #: most paths a "did you mean" hint names
 MAX_SUGGESTIONS = 3
-#: difflib ratio a path must reach to be suggested (difflib's own default)
-CLOSE_RATIO = 0.6
+#: letters per allowed edit (insert, delete, replace, swap of neighbours) for a name to count as a
+#: typo of another: 'Vanx' and 'Passwrods' are one slip from 'Van' and 'Passwords', while 'Nothing'
+#: (7 letters: two edits allowed) is three from 'String' and is not offered for it
+LETTERS_PER_EDIT = 4
+#: most edits for any length: a long path three slips off is a different path, not a typo
+MAX_EDITS = 3
 #: what to do when nothing is close: the advice the CLI prints (agent surfaces name their tool instead)
 BROWSE_HINT = "`kt browse` lists the top categories"
 EMPTY_MAP_HINT = "the map is empty: run `kt build`"
+
+_WORD = re.compile(r"\w+")
 
 
 def path_key(path: str) -> str:
@@ -21,20 +27,58 @@ def path_key(path: str) -> str:
     return "/".join(" ".join(seg.split()).casefold() for seg in path.split("/") if seg.strip())
 
 
+def edit_distance(a: str, b: str, limit: int | None = None) -> int:
+    """Edits turning ``a`` into ``b``: inserts, deletes, replacements and swaps of neighbours (OSA).
+
+    With ``limit``, stops as soon as the distance must exceed it and returns ``limit + 1``.
+    """
+    if limit is not None and abs(len(a) - len(b)) > limit:
+        return limit + 1
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        earlier, before, row = before, row, [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(before[j] + 1, row[j - 1] + 1, before[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], earlier[j - 2] + 1)
+        if limit is not None and min(row) > limit and (not before or min(before) > limit):
+            return limit + 1
+    return row[-1] if limit is None else min(row[-1], limit + 1)
+
+
+def _typo_of(wanted: str, real: str) -> int | None:
+    """How many edits ``wanted`` is from ``real`` when that few make it a typo, else None."""
+    allowed = min((len(wanted) + 1) // LETTERS_PER_EDIT, MAX_EDITS)
+    edits = edit_distance(wanted, real, allowed)
+    return edits if edits <= allowed else None
+
+
 def suggest_paths(wanted: str, paths: Sequence[str], limit: int = MAX_SUGGESTIONS) -> list[str]:
-    """Real paths closest to ``wanted``: same last segment first, then difflib-close, then containing it."""
+    """Real paths close to ``wanted``, closest first; none when nothing is close.
+
+    In order: the same last segment; the whole path, or its last segment, a typo away; every word
+    of the last segment a typo away from (or equal to) a word of a real last segment. A typo is at
+    most one edit per four letters and three in all (:data:`LETTERS_PER_EDIT`, :data:`MAX_EDITS`),
+    so an unrelated name of similar letters is not offered.
+    """
     key = path_key(wanted)
     if not key:
         return []
-    keyed = {path_key(p): p for p in paths}
     last = key.rsplit("/", 1)[-1]
-    same_leaf = [p for k, p in keyed.items() if k.rsplit("/", 1)[-1] == last]
-    close = [keyed[k] for k in difflib.get_close_matches(key, list(keyed), n=limit, cutoff=CLOSE_RATIO)]
-    leaf_close = [p for k, p in keyed.items()
-                  if difflib.SequenceMatcher(None, last, k.rsplit("/", 1)[-1]).ratio() >= CLOSE_RATIO]
-    containing = [p for k, p in keyed.items() if key in (k if "/" in key else k.rsplit("/", 1)[-1])]
-    ordered = dict.fromkeys([*same_leaf, *close, *sorted(leaf_close, key=len), *sorted(containing, key=len)])
-    return list(ordered)[:limit]
+    words = _WORD.findall(last)
+    ranked: list[tuple[tuple[int, int], str]] = []
+    for real_key, real in {path_key(p): p for p in paths}.items():
+        leaf = real_key.rsplit("/", 1)[-1]
+        if leaf == last:
+            ranked.append(((0, 0), real))
+        elif (edits := _typo_of(key, real_key)) is not None:
+            ranked.append(((1, edits), real))
+        elif (edits := _typo_of(last, leaf)) is not None:
+            ranked.append(((2, edits), real))
+        elif words and all(any(_typo_of(w, v) is not None for v in _WORD.findall(leaf)) for w in words):
+            ranked.append(((3, len(real_key)), real))
+    return [real for _, real in sorted(ranked, key=lambda item: item[0])][:limit]
 
 
 def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original: str | None = None) -> str:
@@ -42,8 +86,8 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
 
     People and models type ``returns/refunds`` for ``Returns/Refunds``, or only a leaf's name. Like
     git's command suggestions and gh's path completion, a lookup that fits exactly one category is
-    taken; otherwise the error names the closest real paths. Closeness is difflib's ratio (the stdlib
-    matcher git-style "did you mean" helpers use), computed on case-folded paths.
+    taken; otherwise the error names the closest real paths (:func:`suggest_paths`, on case-folded
+    paths), or where to look when none is close.
 
     Raises:
         NotFoundError: no path matches, or several differ only in case; the hint names real paths.

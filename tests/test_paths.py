@@ -43,6 +43,30 @@ def test_unknown_path_hints_real_paths() -> None:
     assert "run `kt build`" in info.value.hint
 
 
+def test_only_close_paths_are_suggested() -> None:
+    """A suggestion is a typo away or shares whole words; letters in common are not enough."""
+    paths = [*PATHS, "String", "Shipping/Refund Windows"]
+    with pytest.raises(NotFoundError) as info:
+        resolve_path("Nope/Nothing", paths, collection="c")
+    assert info.value.hint == "`kt browse` lists the top categories"  # 'Nothing' is 3 edits from 'String'
+    assert suggest_paths("fund", paths) == []  # inside 'Refunds', but no word of it
+    assert suggest_paths("refund", paths) == ["Returns/Refunds", "Shipping/Refund Windows"]
+    assert suggest_paths("Security/Pasword", paths) == ["Security/Passwords"]
+    assert suggest_paths("Shiping/Cold Chian", paths) == ["Shipping/Cold Chain"]
+    assert suggest_paths("returns/refunds/perishable", paths)[0] == "Returns/Refunds/Perishables"
+
+
+def test_edit_distance_counts_swaps_as_one_and_stops_at_the_limit() -> None:
+    from knowtology_cli.paths import edit_distance
+
+    assert edit_distance("passwrods", "passwords") == 1
+    assert edit_distance("nothing", "string") == 3
+    assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance("", "abc") == 3
+    assert edit_distance("nothing", "string", limit=2) == 3  # limit + 1: further than allowed
+    assert edit_distance("a" * 40, "b" * 40, limit=3) == 4
+
+
 def test_every_surface_resolves_through_the_library(built_store: Path) -> None:
     from knowtology_cli.kb import KnowledgeBase
     from knowtology_cli.tools import KnowledgeMapTools
