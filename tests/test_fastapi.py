@@ -202,3 +202,14 @@ def test_mounted_router_answers_bad_bodies_the_same(agent_store_copy) -> None:
         assert response.status_code == 400 and response.json()["detail"]["code"] == "invalid_argument"
         assert client.post("/kb/read", json={"chunk_ids": ["ret-1"]}).status_code == 200
     tools.close()
+
+
+def test_no_page_loads_from_the_network(agent_store_copy) -> None:
+    """FastAPI's /docs and /redoc load Swagger UI / ReDoc from a CDN; the app serves neither."""
+    tools, client = _app_client(agent_store_copy)
+    with client:
+        assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+        assert client.get("/openapi.json").json()["info"]["title"] == "Knowtology"
+        page = client.get("/")
+        assert page.status_code == 200 and "cdn.jsdelivr.net" not in page.text
+    tools.close()

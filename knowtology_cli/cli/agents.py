@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         store: StoreOpt = None,
         collection: CollectionOpt = None,
     ) -> None:
-        """Serve the four tools over HTTP (FastAPI): /km/browse, /km/search, /km/keyword, /km/read; docs at /docs.
+        """Serve the four tools over HTTP (FastAPI): /km/browse, /km/search, /km/keyword, /km/read; schema at /openapi.json.
 
         Each request's read history is the session named by its X-Knowtology-Session header (default: --session).
         """

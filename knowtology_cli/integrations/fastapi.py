@@ -136,7 +136,11 @@ def create_router(tools: KnowledgeMapTools, *, token: str | None = None, prefix:
 
 
 def create_app(tools: KnowledgeMapTools, *, token: str | None = None) -> Any:
-    """A FastAPI app serving :func:`create_router` (OpenAPI docs at ``/docs``)."""
+    """A FastAPI app serving :func:`create_router`, the map page at ``/`` and the schema at ``/openapi.json``.
+
+    No ``/docs`` or ``/redoc``: FastAPI's pages load Swagger UI and ReDoc from a CDN, so they fail
+    offline and make the browser fetch from the network, while everything else here is local.
+    """
     require("fastapi", "api", "the FastAPI app")
     from fastapi import FastAPI  # deferred: optional extra
 
@@ -145,6 +149,8 @@ def create_app(tools: KnowledgeMapTools, *, token: str | None = None) -> Any:
         version=__version__,
         description="Browse, search, grep and read a knowledge map: the four agent tools over HTTP. "
         f"Send `{SESSION_HEADER}` to keep a read history per client.",
+        docs_url=None,  # Swagger UI and ReDoc come from a CDN: no page that needs the network
+        redoc_url=None,
     )
     app.include_router(create_router(tools, token=token))
     _add_map_page(app, tools, token)
@@ -182,7 +188,7 @@ def serve(
 
     app = create_app(tools, token=token)
     announce(f"serving the knowledge map of collection {tools.collection!r} on http://{host}:{port}/km "
-             f"(map: /, docs: /docs{', bearer token required' if token else ''})")
+             f"(map: /, schema: /openapi.json{', bearer token required' if token else ''})")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
