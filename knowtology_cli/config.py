@@ -101,6 +101,9 @@ class Settings:
     llm_timeout: float | None = None  # seconds per LLM call attempt; None = the client's default
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: a flag or KNOWTOLOGY_COLLECTION named the collection (config.toml only sets the default), so a
+    #: command that otherwise covers every collection (``kt status``, ``kt session reset``) covers it alone
+    collection_named: bool = False
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied (``None`` values ignored)."""
@@ -168,4 +171,5 @@ def load_settings(
         llm_timeout=llm_timeout,
         profiles=file_cfg.get("profiles", {}),
         raw=file_cfg,
+        collection_named=collection is not None or bool(env.get("KNOWTOLOGY_COLLECTION")),
     )

@@ -242,3 +242,52 @@ def test_an_unexpected_error_still_gives_json_one_error_document(capsys: pytest.
     with pytest.raises(typer.Exit) as kept, handled(as_json=True):  # the CLI's own exits pass through
         raise typer.Exit(3)
     assert kept.value.exit_code == 3 and capsys.readouterr().out == ""
+
+
+def _kt(*args: object, **env: str) -> subprocess.CompletedProcess:
+    """The real ``kt`` console script with no inherited KNOWTOLOGY_* settings (plus ``env``)."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("KNOWTOLOGY_")}
+    environment.update(LANCEDB_LOG="error", NO_COLOR="1", **env)
+    return subprocess.run([str(Path(sys.executable).parent / "kt"), *map(str, args)], capture_output=True,
+                          text=True, env=environment, timeout=180)
+
+
+def test_root_collection_and_env_mean_the_commands_collection(cli, built_store: Path, docs_dir: Path) -> None:
+    """`kt -c NAME status`, `KNOWTOLOGY_COLLECTION=NAME kt status` and `kt status -c NAME` agree."""
+    _json(cli("ingest", docs_dir / "policies", "--store", built_store, "-c", "second", "--embedder", "hash", "--json"))
+
+    def names(proc: subprocess.CompletedProcess) -> list[str]:
+        assert proc.returncode == 0, proc.stderr
+        return [c["name"] for c in json.loads(proc.stdout)["collections"]]
+
+    assert sorted(names(_kt("status", "--store", built_store, "--json"))) == ["default", "second"]
+    for named in (_kt("status", "--store", built_store, "-c", "second", "--json"),
+                  _kt("--store", built_store, "-c", "second", "status", "--json"),
+                  _kt("--store", built_store, "status", "--json", KNOWTOLOGY_COLLECTION="second")):
+        assert names(named) == ["second"]
+    for missing in (_kt("status", "--store", built_store, "-c", "nosuch", "--json"),
+                    _kt("--store", built_store, "-c", "nosuch", "status", "--json"),
+                    _kt("--store", built_store, "status", "--json", KNOWTOLOGY_COLLECTION="nosuch")):
+        assert missing.returncode == 1 and json.loads(missing.stdout)["error"]["code"] == "not_found"
+
+
+def test_every_collection_command_reads_the_env_collection(cli, built_store: Path, docs_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root -c sets KNOWTOLOGY_COLLECTION for the command; each command then means that collection."""
+    _json(cli("ingest", docs_dir / "policies", "--store", built_store, "-c", "second", "--embedder", "hash", "--json"))
+    first = _json(cli("grep", "refund", "--store", built_store, "--json"))["hits"][0]["chunk_id"]
+    other = _json(cli("grep", "refund", "--store", built_store, "-c", "second", "--json"))["hits"][0]["chunk_id"]
+    _json(cli("read", other, "--session", "s1", "--store", built_store, "-c", "second", "--json"))
+    _json(cli("read", first, "--session", "s1", "--store", built_store, "--json"))
+    monkeypatch.setenv("KNOWTOLOGY_COLLECTION", "nosuch")
+    for args in (["browse"], ["search", "refund"], ["grep", "refund"], ["read", first], ["build", "--dry-run"],
+                 ["export"], ["sources"], ["status"]):
+        out = cli(*args, "--store", built_store, "--json")
+        assert out.exit_code == 1 and json.loads(out.stdout)["error"]["code"] == "not_found", args
+    monkeypatch.setenv("KNOWTOLOGY_COLLECTION", "second")
+    assert _json(cli("session", "reset", "s1", "--store", built_store, "--json"))["reset"] is True
+    monkeypatch.delenv("KNOWTOLOGY_COLLECTION")
+    assert _json(cli("session", "show", "s1", "--store", built_store, "-c", "second", "--json"))["read"] == []
+    assert _json(cli("session", "show", "s1", "--store", built_store, "--json"))["read"] == [first]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,6 +22,7 @@ from .common import (
     console,
     emit_json,
     handled,
+    named_collection,
     open_kb,
     run,
 )
@@ -298,10 +299,14 @@ def read(
 
 @app.command()
 def status(store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
-    """Collections with chunk counts, tree coverage, embedder and staleness."""
+    """Collections with chunk counts, tree coverage, embedder and staleness (one with -c or KNOWTOLOGY_COLLECTION)."""
     from .render import print_status  # deferred: keeps kt --help fast
 
-    run(as_json, lambda: open_kb(store, None).status(collection=collection), print_status)
+    def fn() -> Any:
+        kb = open_kb(store, collection)
+        return kb.status(collection=named_collection(kb))
+
+    run(as_json, fn, print_status)
 
 
 @session_app.command("list")
@@ -337,11 +342,11 @@ def session_show(name: Annotated[str | None, typer.Argument(help="Session name (
 @session_app.command("reset")
 def session_reset(name: Annotated[str | None, typer.Argument(help="Session name (default: current).")] = None,
                   store: StoreOpt = None, collection: CollectionOpt = None, as_json: JsonOpt = False) -> None:
-    """Forget what a session has read (in one collection with -c, else all)."""
+    """Forget what a session has read (in one collection with -c or KNOWTOLOGY_COLLECTION, else all)."""
 
     def fn() -> dict:
         kb = open_kb(store, collection, name)
-        done = kb.reset_session(collection=collection, session=kb.settings.session)
+        done = kb.reset_session(collection=named_collection(kb), session=kb.settings.session)
         return {"session": kb.settings.session, "reset": done}
 
     run(as_json, fn, lambda r: console().print(f"session {r['session']}: " + ("reset" if r["reset"] else "nothing to reset")))

@@ -118,6 +118,12 @@ def open_kb(store: str | None, collection: str | None, session: str | None = Non
     return kb
 
 
+def named_collection(kb: Any) -> str | None:
+    """The collection a flag (the command's -c or the root's) or KNOWTOLOGY_COLLECTION named, else None
+    (for commands covering every collection unless one is named)."""
+    return kb.settings.collection if kb.settings is not None and kb.settings.collection_named else None
+
+
 def emit_json(payload: Any) -> None:
     """Write one JSON document to stdout (pydantic records are dumped by field)."""
     if hasattr(payload, "model_dump"):
