@@ -291,3 +291,15 @@ def test_every_collection_command_reads_the_env_collection(cli, built_store: Pat
     monkeypatch.delenv("KNOWTOLOGY_COLLECTION")
     assert _json(cli("session", "show", "s1", "--store", built_store, "-c", "second", "--json"))["read"] == []
     assert _json(cli("session", "show", "s1", "--store", built_store, "--json"))["read"] == [first]
+
+
+def test_json_before_the_command_is_the_commands_json(cli, built_store: Path) -> None:
+    """`kt --json status` (as `--store` and `-c`, --json may come before the command)."""
+    assert _json(cli("--json", "status", "--store", built_store)) == _json(cli("status", "--store", built_store, "--json"))
+    assert _json(cli("--json", "session", "list", "--store", built_store)) == {"sessions": []}
+    grep = _json(cli("--json", "grep", "--store", built_store, "--", "--force"))  # still text after --
+    assert grep["query"] == _json(cli("grep", "--store", built_store, "--json", "--", "--force"))["query"]
+    not_found = cli("--json", "browse", "Zzzz", "--store", built_store)
+    assert not_found.exit_code == 1 and json.loads(not_found.stdout)["error"]["code"] == "not_found"
+    no_json = _kt("--json", "serve", "--store", built_store)  # a command without --json: a usage error, in JSON
+    assert no_json.returncode == 2 and json.loads(no_json.stdout)["error"]["code"] == "usage"

@@ -49,8 +49,8 @@ EPILOG = (
     "Shell completion: `kt --install-completion` adds it to your shell's startup file (bash, zsh, fish, "
     "PowerShell); `kt --show-completion` prints the script to install yourself.\n\n"
     "Output: NO_COLOR=1 turns styles off, FORCE_COLOR=1 keeps them in pipes, COLUMNS=N sets the width "
-    "lines are fitted to. Every command takes --json (one JSON document on stdout). Exit codes: 0 ok, "
-    "1 error, 2 usage."
+    "lines are fitted to. --json (before or after the command) prints one JSON document on stdout. "
+    "Exit codes: 0 ok, 1 error, 2 usage."
 )
 
 
@@ -96,8 +96,11 @@ def _root(
                                               "--store; env KNOWTOLOGY_STORE).", show_default=False)] = None,
     collection: Annotated[str | None, typer.Option("--collection", "-c", help="Collection for the command (as its "
                                                    "own -c; env KNOWTOLOGY_COLLECTION).", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout (as the command's own "
+                                          "--json).")] = False,
 ) -> None:
     """Knowtology: a navigable map of your documents for agents and people — browse, search, grep, read."""
+    # `kt --json status`: KtGroup.parse_args hands --json to the command, which prints the JSON
     # `kt --store DIR ingest …` as well as `kt ingest … --store DIR`: the command's own flag still wins
     if store is not None:
         os.environ["KNOWTOLOGY_STORE"] = store

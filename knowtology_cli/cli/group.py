@@ -148,6 +148,14 @@ class KtGroup(TyperGroup):
             formatter.write_dl([(n, self.commands.summary(n, limit)) for n in names])
         return None
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Root options as given; ``--json`` before the command (``kt --json status``) becomes the
+        command's own ``--json``, placed before any ``--`` so it is never read as text to find."""
+        rest = super().parse_args(ctx, args)
+        if ctx.params.get("as_json") and getattr(ctx, "_protected_args", None):  # a command follows
+            ctx.args.insert(ctx.args.index("--") if "--" in ctx.args else len(ctx.args), "--json")
+        return rest
+
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().make_context(*args, **kwargs)  # prints --help / --version
