@@ -40,3 +40,39 @@ def test_readme_tour_matches_what_kt_prints() -> None:
     assert proc.returncode == 0, (
         f"{proc.stderr.strip()}\n{proc.stdout[-6000:]}\n"
         "(regenerate it: make tour, or .venv/bin/python scripts/tour.py, then commit README.md)")
+
+
+def _command_options() -> dict[str, set[str]]:
+    """Every `kt` command (``bench tree``, ``session reset``) and the options it takes."""
+    from knowtology_cli.cli.app import app
+    from knowtology_cli.cli.group import lazy_root
+
+    found: dict[str, set[str]] = {}
+
+    def walk(prefix: str, group) -> None:
+        for name in list(group.commands):
+            command = group.commands[name]
+            if hasattr(command, "commands"):
+                walk(f"{prefix}{name} ", command)
+            else:
+                found[prefix + name] = {opt for param in command.params for opt in getattr(param, "opts", [])}
+
+    walk("", lazy_root(app, completion=False))
+    return found
+
+
+def test_readme_says_which_commands_take_store_and_json() -> None:
+    """The sentence under the command table matches the commands' options (`kt bench tree --store` is
+    a usage error: bench commands build their own scratch stores)."""
+    import re
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    commands = _command_options()
+    bench = {name for name in commands if name.startswith("bench ")}
+    assert bench and "the `kt bench` commands build their own scratch stores and take neither" in readme
+    assert all("--store" not in commands[name] and "-c" not in commands[name] for name in bench)
+    assert all("--store" in options for name, options in commands.items() if name not in bench)
+    claim = re.search(r"Every command but (.+?) takes `--json`", readme)
+    assert claim is not None
+    assert {name for name, options in commands.items() if "--json" not in options} == \
+        set(re.findall(r"`kt (\w+)`", claim.group(1)))
