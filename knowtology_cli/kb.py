@@ -1068,7 +1068,13 @@ class KnowledgeBase:
         within = self._resolve_under(name, under)
         if mode != "keyword":
             self.embedder_for(name)  # a mismatched embedder is an error before any search runs
-        reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn)
+        warnings: list[str] = []
+
+        def warn_and_keep(message: str) -> None:
+            warnings.append(message)
+            warn(message)
+
+        reranker = self._reranker(name, rerank, rerank_top or RERANK_TOP, warn_and_keep)
         want = 2 * k  # room for copies
         texts: dict[str, Any] = {}  # candidates read to compare copies, kept for the final fold
         while True:
@@ -1089,10 +1095,11 @@ class KnowledgeBase:
                 ranking, leaf_scores = tree_lift(ranking, leaf_of, chosen.tree_lift)
                 found.note("tree", [ScoredId(i, v) for i, v in leaf_scores.items()])
         reranked: dict[str, float] = {}
+        applied: bool | None = None
         if reranker is not None and len(ranking) > 1:
             head = self._hits(name, ranking[: reranker.top_n])
             outcome = reranker.rerank(query, ranking, {h.chunk_id: h.snippet for h in head})
-            ranking, reranked = outcome.ranking, outcome.scores
+            ranking, reranked, applied = outcome.ranking, outcome.scores, outcome.applied
         top, copies = self._fold_copies(name, ranking, k, texts)
         hits = self._hits(name, top, min_score, copies)
         if mode == "keyword":
@@ -1106,8 +1113,8 @@ class KnowledgeBase:
                 entry["final_rank"] = rank
             hits = [h.model_copy(update={"explain": dict(stages.get(h.chunk_id, {}))}) for h in hits]
         return SearchResult(collection=name, query=query, mode=mode, under=under, hits=hits, preset=chosen.name,
-                            reranker=reranker.name if reranker is not None else None,
-                            expansion=found.expansion or None if explain else None)
+                            reranker=reranker.name if reranker is not None else None, reranked=applied,
+                            warnings=warnings, expansion=found.expansion or None if explain else None)
 
     def _reranker(self, collection: str, name: str | None, top_n: int, warn: MessageFn) -> Any:
         """The reranker called ``name`` (None for ``none``); ``llm`` needs a configured model."""

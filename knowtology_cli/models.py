@@ -136,6 +136,11 @@ class SearchResult(Record):
     hits: list[Hit] = Field(default_factory=list)
     preset: str | None = None
     reranker: str | None = None
+    #: whether the reranker's order was applied (False: its call failed or its reply was unusable,
+    #: and the hits keep the incoming order; None: no reranker ran).
+    reranked: bool | None = None
+    #: one-line warnings (an LLM rerank that fell back to the incoming order).
+    warnings: list[str] = Field(default_factory=list)
     #: with ``explain`` and the feedback stage: the weighted query RM3 sent to the keyword index.
     expansion: dict[str, float] | None = None
 

@@ -41,6 +41,8 @@ def test_one_batched_call_grades_snippets_and_reorders(provider, agent_store_cop
         content = user["content"] if isinstance(user["content"], str) else user["content"][0]["text"]
         assert content == expected and f'<candidate n="{len(head)}">' in content
         assert all(h.chunk_id not in content for h in head)  # numbered, ids never leave the process
+        # llama.cpp-based servers refuse numeric bounds in a schema: enums say the same
+        assert "minimum" not in json.dumps(call.body) and "maximum" not in json.dumps(call.body)
         assert sorted(h.chunk_id for h in reranked.hits) == sorted(h.chunk_id for h in plain.hits)
         grades = {h.chunk_id: h.explain["rerank"] for h in reranked.hits}
         assert list(grades.values()) == sorted(grades.values(), reverse=True)
@@ -99,11 +101,18 @@ def test_rerank_llm_through_the_cli(agent_store_copy) -> None:
         assert proc.returncode == 0, proc.stderr
         data = json.loads(proc.stdout)
         assert data["reranker"] == "llm" and data["hits"][0]["chunk_id"] == "shp-2"
+        assert data["reranked"] is True and data["warnings"] == []
         assert len(rerank_calls(server)) == 1
-    with FakeLLMServer(faults=["malformed"] * 5) as server:
+    with FakeLLMServer(faults=["malformed"] * 20) as server:  # every reply of both runs is unusable
         variables = env() | {"OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "sk-test-rerank"}
         proc = subprocess.run([KT, "search", "password manager", "--rerank", "llm", "--llm", "openai:gpt-4o-mini",
                                "--store", str(agent_store_copy)], capture_output=True, text=True, env=variables,
                               timeout=120)
         assert proc.returncode == 0 and "Warning: LLM rerank skipped" in proc.stderr
         assert "sk-test-rerank" not in proc.stderr + proc.stdout
+        # a script reading --json learns that the order was kept, and why
+        proc = subprocess.run([KT, "search", "password manager", "--rerank", "llm", "--llm", "openai:gpt-4o-mini",
+                               "--json", "--store", str(agent_store_copy)], capture_output=True, text=True,
+                              env=variables, timeout=120)
+        data = json.loads(proc.stdout)
+        assert data["reranked"] is False and "LLM rerank skipped" in data["warnings"][0]

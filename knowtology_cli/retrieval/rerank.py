@@ -97,8 +97,10 @@ def _schema(n: int) -> dict[str, Any]:
                     "type": "object",
                     "additionalProperties": False,
                     "required": ["n", "grade"],
-                    "properties": {"n": {"type": "integer", "minimum": 1, "maximum": n},
-                                   "grade": {"type": "integer", "minimum": 0, "maximum": MAX_GRADE}},
+                    # enums, not minimum/maximum: llama.cpp's grammar (Ollama, llama-server) refuses
+                    # numeric bounds; the reply is checked in full by parse_grades anyway
+                    "properties": {"n": {"type": "integer", "enum": list(range(1, n + 1))},
+                                   "grade": {"type": "integer", "enum": list(range(MAX_GRADE + 1))}},
                 },
             }
         },
