@@ -202,14 +202,15 @@ class NameRules:
             it is a sentence, a heading copied whole or a table row.
         copied_run: this many consecutive words shared with the instructions means a name or a
             description repeats the prompt instead of describing the node (shorter runs are common
-            phrases).
+            phrases; a real 0.5B model wrote "A reader would browse by this category, as it covers…",
+            five words of "a topic label a reader would browse by").
         copied_passage_run: a description repeating this many consecutive words of a passage it was
             shown quotes that passage instead of describing the node (descriptions may reuse the
             passages' terms, so the run is longer than for the instructions).
     """
 
     max_words: int = 8
-    copied_run: int = 6
+    copied_run: int = 5
     copied_passage_run: int = 8
 
 
