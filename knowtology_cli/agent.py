@@ -50,7 +50,8 @@ def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = (), found: s
     ``found`` is the hit list of a search kt ran for the question itself (when the model had found no
     chunk id to read: its searches failed or it never searched), shown so it has real ids to read.
     """
-    example = f"[{read_ids[0]}]" if read_ids else "[the chunk id]"
+    # an example id only from what was read: a small model prints a placeholder as its answer
+    example = f", e.g. [{read_ids[0]}]" if read_ids else ""
     if read_ids:
         have = f"You have read these chunks: {', '.join(read_ids)}."
     elif found:
@@ -60,7 +61,7 @@ def reask_prompt(read_ids: Sequence[str], seen_ids: Sequence[str] = (), found: s
         have = ("You have not read any chunk yet: call km_read_chunks on the most relevant ids first"
                 + (f" (ids from your searches: {', '.join(list(seen_ids)[-SEEN_IN_HINT:])})." if seen_ids else "."))
     return ("Your answer does not cite a chunk you read. " + have + " Answer again from chunks you have read, "
-            f"citing each fact with its chunk id in square brackets, e.g. {example}. If the chunks you read do not "
+            f"citing each fact with its chunk id in square brackets{example}. If the chunks you read do not "
             "contain the answer, say so and cite the chunks you read.")
 
 

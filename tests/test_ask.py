@@ -355,3 +355,14 @@ def test_a_repeated_read_still_counts_as_a_read(agent_store_copy) -> None:
     result = ask("sick leave?", tools, llm)
     tools.close()
     assert [s.error for s in result.steps] == [False, False] and result.cited == ["hr-2"]
+
+
+def test_the_re_ask_shows_no_placeholder_a_model_could_print_as_its_answer() -> None:
+    # Seen with Qwen2.5-Coder-0.5B: asked again before reading anything, it answered "[the chunk id]"
+    import re
+
+    from knowtology_cli.agent import reask_prompt
+
+    nothing_read = reask_prompt([], ["ret-1", "ret-2"])
+    assert not re.search(r"\[[^\]]*\]", nothing_read) and "ret-1" in nothing_read
+    assert "e.g. [ret-2]" in reask_prompt(["ret-2"])
