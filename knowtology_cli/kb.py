@@ -384,10 +384,13 @@ class KnowledgeBase:
             todo, moved = self._moved_only(name, todo, stored)
             rewritten = {c.chunk_id for c in todo if c.chunk_id in stored}  # ids whose text changes
             leaving = set(removed) | rewritten  # stored texts that leave their ids in this run
-            todo, shifted, old_texts = self._shifted(name, todo, leaving)
+            # the leaving rows as stored, read once: shifted and retitled texts are found among them
+            old_rows = {c.chunk_id: c for c in self.vectors.get(name, sorted(leaving))} if leaving and todo else {}
+            todo, shifted = self._shifted(name, todo, old_rows)
             todo, copied = self._copied(name, todo, stored)
             copied = shifted + copied
-            retitled, old_titles = self._retitled(name, todo, stored, leaving - {source for _, source, _ in copied})
+            sources = {source for _, source, _ in copied}
+            retitled, old_titles = self._retitled(todo, stored, [r for i, r in old_rows.items() if i not in sources])
             order = sorted(range(len(todo)), key=lambda i: len(todo[i].text))
             todo = [todo[i] for i in order]
             done = 0
@@ -424,7 +427,7 @@ class KnowledgeBase:
             if heirs:
                 self._hand_over(name, heirs)
             texts = {c.chunk_id: c.text for c in batch.chunks if c.chunk_id in rewritten}
-            self._carry_reads(name, {i for i in rewritten if old_texts.get(i) != texts[i]}, {
+            self._carry_reads(name, {i for i in rewritten if i not in old_rows or old_rows[i].text != texts[i]}, {
                 **{source: chunk.chunk_id for chunk, source, _ in copied if source in leaving},
                 **{old: chunk.chunk_id for old, chunk in (*retitled.items(), *heirs.items())}})
             if removed:
@@ -515,26 +518,22 @@ class KnowledgeBase:
         keep = {c.chunk_id for c, _, _ in copied}
         return [c for c in todo if c.chunk_id not in keep], copied
 
-    def _shifted(self, name: str, todo: list[Chunk], leaving: set[str]
-                 ) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]], dict[str, str]]:
-        """Split rows to embed into those to embed and those holding the title and text a stored row
-        leaving its id in this run had: ids are positions in a document, so a section added or taken
-        out high up shifts every chunk after it (``(chunk, old id, stored vector)``; line ranges may
-        differ, the embedded input does not). Also returns the leaving rows' texts (old id -> text)."""
-        if not leaving or not todo:
-            return todo, [], {}
+    def _shifted(self, name: str, todo: list[Chunk], leaving: Mapping[str, Chunk]
+                 ) -> tuple[list[Chunk], list[tuple[Chunk, str, Any]]]:
+        """Split rows to embed into those to embed and those holding the title and text one of the
+        ``leaving`` rows (stored rows leaving their ids in this run, by id) had: ids are positions in a
+        document, so a section added or taken out high up shifts every chunk after it (``(chunk, old
+        id, stored vector)``; line ranges may differ, the embedded input does not)."""
         by_text: dict[tuple[str, str], str] = {}
-        texts: dict[str, str] = {}
-        for old in self.vectors.get(name, sorted(leaving)):
+        for old in leaving.values():
             by_text.setdefault((old.title, old.text), old.chunk_id)
-            texts[old.chunk_id] = old.text
         pairs = [(c, by_text[(c.title, c.text)]) for c in todo if (c.title, c.text) in by_text]
         if not pairs:
-            return todo, [], texts
+            return todo, []
         vectors = self.vectors.vectors(name, sorted({i for _, i in pairs}))
         shifted = [(c, i, vectors[i]) for c, i in pairs if i in vectors]
         keep = {c.chunk_id for c, _, _ in shifted}
-        return [c for c in todo if c.chunk_id not in keep], shifted, texts
+        return [c for c in todo if c.chunk_id not in keep], shifted
 
     def _carry_reads(self, name: str, rewritten: set[str], heirs: Mapping[str, str]) -> None:
         """Read history follows the text, not the id: an id whose text changed is unread again, and a
@@ -587,18 +586,19 @@ class KnowledgeBase:
         self._upsert_with_vectors(name, [(c, v) for c, _, v in copied])
         self._hand_over(name, {source: chunk for chunk, source, _ in copied if source in leaving})
 
-    def _retitled(self, name: str, todo: list[Chunk], stored: dict[str, tuple[str, str]],
-                  leaving: set[str]) -> tuple[dict[str, Chunk], dict[str, str]]:
-        """New rows whose text a row leaving in this run had under another title: a file without a
-        heading is titled by its name, so renaming it changes every chunk's title and nothing else.
-        They are embedded anew (the title is embedded) and take the old rows' places: old id -> row,
-        with each old row's title (old id -> title)."""
+    @staticmethod
+    def _retitled(todo: list[Chunk], stored: dict[str, tuple[str, str]],
+                  leaving: Sequence[Chunk]) -> tuple[dict[str, Chunk], dict[str, str]]:
+        """New rows whose text one of the ``leaving`` rows (stored rows leaving in this run) had under
+        another title: a file without a heading is titled by its name, so renaming it changes every
+        chunk's title and nothing else. They are embedded anew (the title is embedded) and take the
+        old rows' places: old id -> row, with each old row's title (old id -> title)."""
         fresh = [c for c in todo if c.chunk_id not in stored]
         if not fresh or not leaving:
             return {}, {}
         by_text: dict[str, str] = {}
         titles: dict[str, str] = {}
-        for old in self.vectors.get(name, sorted(leaving)):
+        for old in leaving:
             by_text.setdefault(old.text, old.chunk_id)
             titles[old.chunk_id] = old.title
         heirs: dict[str, Chunk] = {}
