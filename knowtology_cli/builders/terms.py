@@ -98,10 +98,12 @@ _DANGLING = " -–—/.,:;"
 #: A bracket holding a number qualifies a heading ("(January 5, 2023)", "(1)", "[v2]"): no part of
 #: its key, and gone whole when the numbers of a heading shared by versions go (no "(January , )").
 _NUMBERED_BRACKETS = re.compile(r"\s*[(\[{][^()\[\]{}]*\d[^()\[\]{}]*[)\]}]")
+#: Words that number a heading ("Part 3", "Chapter IV").
+_NUMBERING_WORDS = "step|part|section|chapter|appendix"
 #: A number that ends a heading shared by versions ("Writing your first app, part 3"), with the
 #: numbering word before it.
-_TRAILING_NUMBER = re.compile(r"[\s,:]+(?:(?:step|part|section|chapter|appendix|lesson)\s+)?v?\d+(?:\.\d+)*[a-z]?$", re.I)
-_NUMBERING = re.compile(r"^(?:(?:step|part|section|chapter|appendix)\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
+_TRAILING_NUMBER = re.compile(rf"[\s,:]+(?:(?:{_NUMBERING_WORDS}|lesson)\s+)?v?\d+(?:\.\d+)*[a-z]?$", re.I)
+_NUMBERING = re.compile(rf"^(?:(?:{_NUMBERING_WORDS})\s*)?[\dIVXivx]+(?:\.\d+)*[.):]?\s+|^[A-Za-z][.)]\s+", re.I)
 # the name without its extensions (``.md``, ``.rst.txt``); an extension starts with a letter, so
 # ``release-2.6.md`` keeps its version
 _FILE_STEM = re.compile(r"^(?:.*/)?([^/]+?)(?:\.[A-Za-z][A-Za-z0-9]{0,7})+$")
@@ -196,8 +198,8 @@ class _Stats:
             as_text = out.get(key[len(PHRASE):], "")
             if out[key] == out[key].lower() and as_text.lower() == out[key] and as_text != out[key]:
                 out[key] = as_text
-            elif " " in out[key] and out[key].replace(" ", "_").lower() in self.idents:
-                out[key] = out.get(out[key].replace(" ", "_").lower(), out[key].replace(" ", "_"))
+            elif " " in out[key] and (joined := out[key].replace(" ", "_")).lower() in self.idents:
+                out[key] = out.get(joined.lower(), joined)
         return out
 
 
