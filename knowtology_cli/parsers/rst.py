@@ -30,6 +30,7 @@ from .sphinx import (
     html_build_shows,
     resolve_target,
     show_role,
+    source_folder,
     version_label,
 )
 
@@ -194,7 +195,7 @@ def _include_directive() -> Any:
             else:
                 allowed = scope.root
                 current = Path(self.state.document.current_source or scope.main)
-                target = Path(adapt_path(argument, str(current), str(resolve_target("/", current.parent, scope.root))))
+                target = Path(adapt_path(argument, str(current), str(source_folder(current.parent, scope.root))))
             try:
                 real = target.resolve()
                 inside = real.is_relative_to(allowed)

@@ -162,24 +162,26 @@ _TITLE_MARKS = re.compile(r"(?<![\w`]):[\w:.+-]+:(?=`)|[*`]+|\{[\w:.+-]+\}(?=`)"
 DOC_SUFFIXES = (".rst", ".txt", ".md", ".rest")
 
 
-def resolve_target(target: str, folder: Path, root: Path) -> Path:
-    """Where a cited path points, as Sphinx reads it: relative to the citing document's ``folder``,
-    or with a leading ``/`` from the project's source folder — the nearest folder from ``folder`` up
-    to ``root`` (the ingested folder) holding a ``conf.py``, else ``root``."""
-    if not target.startswith("/"):
-        return folder / target
-    source = root
+def source_folder(folder: Path, root: Path) -> Path:
+    """The Sphinx project's source folder of a document in ``folder``: the nearest folder from
+    ``folder`` up to ``root`` (the ingested folder) holding a ``conf.py``, else ``root``."""
     try:
         inside = folder.resolve().relative_to(root.resolve())
     except (OSError, ValueError):
-        inside = None
-    if inside is not None:
-        for depth in range(len(inside.parts), 0, -1):
-            candidate = root.joinpath(*inside.parts[:depth])
-            if (candidate / "conf.py").is_file():
-                source = candidate
-                break
-    return source / target.lstrip("/")
+        return root
+    for depth in range(len(inside.parts), 0, -1):
+        candidate = root.joinpath(*inside.parts[:depth])
+        if (candidate / "conf.py").is_file():
+            return candidate
+    return root
+
+
+def resolve_target(target: str, folder: Path, root: Path) -> Path:
+    """Where a cited path points, as Sphinx reads it: relative to the citing document's ``folder``,
+    or with a leading ``/`` from the project's :func:`source_folder`."""
+    if not target.startswith("/"):
+        return folder / target
+    return source_folder(folder, root) / target.lstrip("/")
 
 
 def doc_title(target: str, folder: Path, root: Path) -> str:
