@@ -28,23 +28,11 @@ def path_key(path: str) -> str:
 
 
 def edit_distance(a: str, b: str, limit: int | None = None) -> int:
-    """Edits turning ``a`` into ``b``: inserts, deletes, replacements and swaps of neighbours (OSA).
+    """Edits turning ``a`` into ``b``: inserts, deletes, replacements and swaps of neighbours (optimal
+    string alignment, computed by rapidfuzz). With ``limit``, anything further is ``limit + 1``."""
+    from rapidfuzz.distance import OSA  # deferred: only a lookup that failed asks, and kt browse starts fast
 
-    With ``limit``, stops as soon as the distance must exceed it and returns ``limit + 1``.
-    """
-    if limit is not None and abs(len(a) - len(b)) > limit:
-        return limit + 1
-    before: list[int] = []
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        earlier, before, row = before, row, [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            row[j] = min(before[j] + 1, row[j - 1] + 1, before[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                row[j] = min(row[j], earlier[j - 2] + 1)
-        if limit is not None and min(row) > limit and (not before or min(before) > limit):
-            return limit + 1
-    return row[-1] if limit is None else min(row[-1], limit + 1)
+    return int(OSA.distance(a, b, score_cutoff=limit))
 
 
 def _typo_of(wanted: str, real: str) -> int | None:
