@@ -163,7 +163,7 @@ def test_browse_after_ingest_without_build_says_what_to_run(tmp_path: Path) -> N
     empty = kt("browse", "--store", store)
     assert empty.returncode == 0
     assert "(no categories yet)" in empty.stdout
-    assert f"Hint: 3 chunks not in the map yet; to map them, run: kt build --store '{store}'" in empty.stderr
+    assert f"Hint: 3 chunks not in the map yet; to map them, run: kt --store '{store}' build" in empty.stderr
     assert json.loads(kt("browse", "--store", store, "--json").stdout)["unmapped"] == 3
     assert kt("build", "--store", store).returncode == 0
     built = kt("browse", "--store", store)
@@ -171,7 +171,27 @@ def test_browse_after_ingest_without_build_says_what_to_run(tmp_path: Path) -> N
     (docs / "later.md").write_text("# Later\n\nOne more page, ingested after the build.\n", encoding="utf-8")
     assert kt("ingest", docs / "later.md", "--store", store, "-c", "default").returncode == 0
     again = kt("browse", "--store", store, "-c", "default")
-    assert f"Hint: 1 chunk not in the map yet; to map it, run: kt build --store '{store}' -c default" in again.stderr
+    assert f"Hint: 1 chunk not in the map yet; to map it, run: kt --store '{store}' -c default build" in again.stderr
+
+
+def test_hints_name_the_store_and_collection_given_before_the_command(tmp_path: Path) -> None:
+    """A command a hint or status advice names acts on the store and collection this command line
+    named (root options too), so it can be copied as is."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "refunds.md").write_text("# Refunds\n\nA page about refunds of damaged goods.\n", encoding="utf-8")
+    store = tmp_path / "my store"
+    missing = kt("--store", store, "-c", "manuals", "browse")
+    assert missing.returncode == 1
+    assert f"`kt --store '{store}' -c manuals ingest PATH`" in missing.stderr
+    for name in ("manuals", "notes"):
+        assert kt("--store", store, "-c", name, "ingest", docs, "--embedder", "hash").returncode == 0
+    unbuilt = kt("--store", store, "-c", "manuals", "browse")
+    assert f"run: kt --store '{store}' -c manuals build" in unbuilt.stderr
+    status = kt("--store", store, "status")
+    assert status.returncode == 0
+    for name in ("manuals", "notes"):  # two collections: each line's command names its own
+        assert f"{name}: no tree yet for 1 chunks: kt --store '{store}' -c {name} build" in status.stdout
 
 
 # 3. a repeat read names the session and the ways out --------------------------------------------------
@@ -312,8 +332,8 @@ def test_repl_script_transcript(store: Path) -> None:
     assert "\r" not in result.stdout and not ANSI.search(result.stdout) and "kt:default" not in result.stdout
     assert "Input is not a terminal" not in result.stderr and "Knowtology shell" not in result.stdout
     assert result.stderr.strip() == ("Hint: session 'default' has already read this chunk; --force prints it "
-                                     "again, --session NAME keeps a separate read history (kt session reset "
-                                     "forgets this one)")
+                                     "again, --session NAME keeps a separate read history "
+                                     f"(kt --store {store} session reset forgets this one)")
 
 
 def test_repl_script_stops_at_the_first_error_unless_keep_going(store: Path) -> None:

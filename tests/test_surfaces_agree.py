@@ -82,14 +82,14 @@ def test_hints_name_the_tools_on_agent_surfaces_and_commands_on_the_cli(agent_st
     assert error_text(browse.value) == ("Error: no category 'Zzzz/Qqqq' in collection 'default' — hint: "
                                         "km_browse_tree with path='root' lists the top categories")
     cli = kt("browse", "Zzzz/Qqqq", "--store", store, check=False)
-    assert cli.returncode == 1 and "Hint: `kt browse` lists the top categories" in cli.stderr
+    assert cli.returncode == 1 and f"Hint: `kt --store {store} browse` lists the top categories" in cli.stderr
     with pytest.raises(NotFoundError) as read:
         tools.run("km_read_chunks", {"chunk_ids": ["nope-404"]})
     assert tool_error(read.value) == {
         "code": "not_found", "message": "no chunk 'nope-404' in collection 'default'",
         "hint": "its document was renamed or removed, or the id is mistyped: km_search_keyword or "
                 "km_search_chunks finds the text; copy ids from their output"}
-    assert "kt grep or kt search finds the text" in kt("read", "nope-404", "--store", store, check=False).stderr
+    assert f"kt --store {store} grep or kt --store {store} search finds the text" in kt("read", "nope-404", "--store", store, check=False).stderr
     partly = tools.call("km_read_chunks", {"chunk_ids": ["ret-2", "nope-404"]})
     assert partly.endswith("(not found: nope-404 — its document was renamed or removed, or the id is mistyped: "
                            "km_search_keyword or km_search_chunks finds the text; copy ids from their output)")

@@ -22,6 +22,7 @@ from .common import (
     console,
     emit_json,
     handled,
+    name_options,
     named_collection,
     open_kb,
     run,
@@ -106,6 +107,7 @@ def _root(
         os.environ["KNOWTOLOGY_STORE"] = store
     if collection is not None:
         os.environ["KNOWTOLOGY_COLLECTION"] = collection
+    name_options(store, collection)
 
 
 session_app = typer.Typer(help="Manage read histories (what a session has already read).", no_args_is_help=True)

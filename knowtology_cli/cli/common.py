@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -22,6 +23,12 @@ from .group import quiet_exit_on_closed_pipe
 UNLIMITED = 1_000_000
 #: most input problems listed under an ingest error (the rest are counted)
 MAX_PROBLEMS_SHOWN = 20
+#: The --store and -c this command line gave (root or command options): a command a hint names gets
+#: them, so the line to copy acts on the same store and collection. Environment settings are not
+#: repeated: they hold in the shell the hint is copied into.
+_NAMED: dict[str, str] = {}
+#: ``kt`` followed by a command word, in prose or backticks ("run `kt build`", "kt ingest PATH").
+_KT_COMMAND = re.compile(r"(?<![\w./-])kt (?=[a-z])")
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Store directory (env KNOWTOLOGY_STORE; default: nearest .knowtology/).", show_default=False)]
 CollectionOpt = Annotated[str | None, typer.Option("--collection", "-c", help="Collection name (env KNOWTOLOGY_COLLECTION; default: default).", show_default=False)]
@@ -88,22 +95,39 @@ def hint(text: str) -> None:
     """One dim ``Hint: …`` line on stderr (what to run next); stdout stays the command's output."""
     from rich.markup import escape  # deferred: heavy
 
-    console(stderr=True).print(f"[dim]Hint: {escape(text)}[/]")
+    console(stderr=True).print(f"[dim]Hint: {escape(with_named_options(text))}[/]")
+
+
+def name_options(store: str | None, collection: str | None) -> None:
+    """Remember the ``--store`` / ``-c`` given on the command line, for :func:`with_named_options`."""
+    if store:
+        _NAMED["--store"] = store
+    if collection:
+        _NAMED["-c"] = collection
+
+
+def with_named_options(text: str, collection: str | None = None) -> str:
+    """``text`` with the named ``--store`` / ``-c`` (``collection`` instead of the named one, when
+    given) after each ``kt`` that starts a command, so a command a hint names can be copied as is."""
+    named = {**_NAMED, **({"-c": collection} if collection else {})}
+    if not named or "kt " not in text:
+        return text
+    flags = " ".join(f"{flag} {shlex.quote(value)}" for flag, value in named.items())
+    return _KT_COMMAND.sub(lambda m: f"kt {flags} ", text)
 
 
 def command_line(*words: str, store: str | None = None, collection: str | None = None) -> str:
-    """``kt WORDS…`` with the ``--store`` / ``-c`` the user gave, shell-quoted: a command to copy."""
-    parts = ["kt", *words]
-    if store:
-        parts += ["--store", store]
-    if collection:
-        parts += ["-c", collection]
+    """``kt [--store S] [-c C] WORDS…`` with the store and collection the user gave, shell-quoted: a
+    command to copy (root options, so :func:`with_named_options` leaves it as it is)."""
+    named = {"--store": store or _NAMED.get("--store"), "-c": collection or _NAMED.get("-c")}
+    parts = ["kt", *(part for flag, value in named.items() if value for part in (flag, value)), *words]
     return " ".join(shlex.quote(p) for p in parts)
 
 
 def settings(store: str | None, collection: str | None, session: str | None = None, **extra: Any) -> Any:
     from ..config import load_settings  # deferred: keeps kt --help fast
 
+    name_options(store, collection)
     return load_settings(store=store, collection=collection, session=session, **extra)
 
 
@@ -151,7 +175,7 @@ def handled(as_json: bool = False) -> Iterator[None]:
             if len(rest) > MAX_PROBLEMS_SHOWN:
                 err.print(f"  … and {len(rest) - MAX_PROBLEMS_SHOWN} more", markup=False)
         if exc.hint:
-            err.print(f"[dim]Hint: {escape(exc.hint)}[/]", markup=True, highlight=False)
+            err.print(f"[dim]Hint: {escape(with_named_options(exc.hint))}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         message = "Interrupted — nothing half-written was kept; re-run the command to resume."

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import render as text
 from ..models import BrowseResult, ReadResult, SearchResult, StatusReport
-from .common import command_line, console, hint, output_width, styled_output
+from .common import command_line, console, hint, output_width, styled_output, with_named_options
 
 #: narrowest room (in cells) worth giving a description or snippet; below it the text is left out
 MIN_TEXT_CELLS = 8
@@ -228,9 +228,10 @@ def print_status(report: StatusReport) -> None:
         table.add_row(c.name, str(c.chunks), str(c.mapped), unplaced, str(c.nodes), c.embedder or "-",
                       c.builder or "-", c.state or ("stale" if c.stale else "current"))
     out.print(table)
+    several = len(report.collections) > 1  # then a command to copy names its collection
     for c in report.collections:
         if c.advice:
-            out.print(f"{c.name}: {c.advice}", markup=False)
+            out.print(f"{c.name}: {with_named_options(c.advice, c.name if several else None)}", markup=False)
 
 
 def print_sessions(payload: dict) -> None:
