@@ -57,7 +57,7 @@ from .models import (
     TreeReply,
     split_path,
 )
-from .paths import resolve_path
+from .paths import id_forms, resolve_path, suggest_ids
 from .provenance import provenance
 from .sessions import FileSessionStore, InMemorySessionStore
 from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
@@ -1302,13 +1302,19 @@ class KnowledgeBase:
             raise ArgumentError("no chunk ids given", hint=NO_IDS_HINT)
         pending = self._pending_ids(name)
         chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
+        if forms := {i: id_forms(i) for i in ids if i not in chunks and id_forms(i) != [i]}:
+            # ids copied with their brackets or quotes, or several in one string: read as meant
+            wanted = [f for found in forms.values() for f in found]
+            chunks |= {c.chunk_id: c for c in self.vectors.get(name, wanted) if c.chunk_id not in pending}
+            ids = [f for i in ids for f in (forms[i] if i in forms and set(forms[i]) <= chunks.keys() else [i])]
         unknown = list(dict.fromkeys(i for i in ids if i not in chunks))
         if unknown and not chunks:
             self._require_collection(name)
+            real = [i for i in self.vectors.fingerprints(name) if i not in pending]
             raise NotFoundError(
                 f"no chunk {unknown[0]!r} in collection {name!r}"
                 + (f" (+{len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""),
-                hint=MISSING_HINT,
+                hint=suggest_ids(unknown[0], real) or MISSING_HINT,
             )
         ids = [i for i in ids if i in chunks]  # the others are named in `missing`
         if context < 0:

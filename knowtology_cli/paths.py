@@ -1,4 +1,5 @@
-"""Forgiving category-path lookup: case-insensitive when unambiguous, else "did you mean" from real paths."""
+"""Forgiving lookups: category paths case-insensitive when unambiguous, chunk ids copied with their
+brackets, and "did you mean" from real paths and ids."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ BROWSE_HINT = "`kt browse` lists the top categories"
 EMPTY_MAP_HINT = "the map is empty: run `kt build`"
 
 _WORD = re.compile(r"\w+")
+#: what an id copied from output may carry around it: the brackets hits show it in, quotes, backticks
+_WRAPPERS = (("[", "]"), ("(", ")"), ("<", ">"), ("`", "`"), ("'", "'"), ('"', '"'))
+#: an id as documents number their chunks: the document, then ``#`` and the chunk's index
+_NUMBERED = re.compile(r"(.+)#(\d+)")
 
 
 def path_key(path: str) -> str:
@@ -74,7 +79,8 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
 
     People and models type ``returns/refunds`` for ``Returns/Refunds``, or only a leaf's name. Like
     git's command suggestions and gh's path completion, a lookup that fits exactly one category is
-    taken; otherwise the error names the closest real paths (:func:`suggest_paths`, on case-folded
+    taken, and so is a leaf's name (or the last segments of its path) when only one path ends with
+    it; otherwise the error names the closest real paths (:func:`suggest_paths`, on case-folded
     paths), or where to look when none is close.
 
     Raises:
@@ -85,6 +91,10 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
     matches = [p for p in paths if path_key(p) == key]
     if len(matches) == 1:
         return matches[0]
+    if not matches and key:  # a leaf's name alone, or the end of its path, when one path ends so
+        ending = [p for p in paths if path_key(p).endswith("/" + key)]
+        if len(ending) == 1:
+            return ending[0]
     if matches:
         listed = ", ".join(repr(p) for p in sorted(matches))
         raise NotFoundError(f"{shown!r} matches several categories in collection {collection!r}: {listed}",
@@ -95,3 +105,52 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
     else:
         hint = BROWSE_HINT if paths else EMPTY_MAP_HINT
     raise NotFoundError(f"no category {shown!r} in collection {collection!r}", hint=hint)
+
+
+def id_forms(raw: str) -> list[str]:
+    """The ids ``raw`` stands for when it is no id itself: unwrapped of the brackets, quotes or
+    backticks it was copied with (``[guide.md#3]``), and split at commas (``"a#1, a#2"``)."""
+    forms: list[str] = []
+    for part in raw.split(","):
+        part = part.strip()
+        while len(part) > 1 and any(part[0] == o and part[-1] == c for o, c in _WRAPPERS):
+            part = part[1:-1].strip()
+        if part:
+            forms.append(part)
+    return forms
+
+
+def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -> str | None:
+    """A hint naming real chunk ids close to ``wanted``, or None when nothing is close.
+
+    For ``doc#N`` ids: when the document exists, the range of its chunks; else documents whose path
+    ends with the one given (``guide.md`` for ``docs/guide.md``), equal but for case, or a typo away
+    (see :func:`suggest_paths`). Other ids: real ids a typo away.
+    """
+    match = _NUMBERED.fullmatch(wanted)
+    if not match:
+        close = sorted((edits, real) for real in ids if (edits := _typo_of(wanted, real)) is not None)
+        return _did_you_mean([real for _, real in close][:limit])
+    doc, index = match.group(1), int(match.group(2))
+    chunks: dict[str, list[int]] = {}
+    for real in ids:
+        if numbered := _NUMBERED.fullmatch(real):
+            chunks.setdefault(numbered.group(1), []).append(int(numbered.group(2)))
+    if doc in chunks:
+        return f"{doc!r} has chunks #{min(chunks[doc])} to #{max(chunks[doc])}"
+    key, ranked = doc.casefold(), []
+    for real in chunks:
+        real_key = real.casefold()
+        if real_key == key:
+            ranked.append(((0, 0), real))
+        elif real_key.endswith("/" + key):
+            ranked.append(((1, len(real)), real))
+        elif (edits := _typo_of(key, real_key)) is not None:
+            ranked.append(((2, edits), real))
+    docs = [real for _, real in sorted(ranked)][:limit]
+    return _did_you_mean([f"{real}#{index}" if index in chunks[real] else
+                          f"{real}#{min(chunks[real])}" for real in docs])
+
+
+def _did_you_mean(candidates: Sequence[str]) -> str | None:
+    return "did you mean " + " or ".join(repr(c) for c in candidates) + "?" if candidates else None

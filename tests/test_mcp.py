@@ -132,3 +132,22 @@ def test_high_level_client_over_stdio_keeps_one_read_history_per_connection(agen
     assert second == f"[{ids[0]}] {ALREADY_READ}", (version, second)
     _, (fresh, _) = asyncio.run(run())  # a new connection starts with an empty history
     assert ALREADY_READ not in fresh
+
+
+def test_read_takes_one_id_as_a_string_and_ids_copied_with_brackets(agent_store) -> None:
+    """Models send ``chunk_ids="x"`` and ``"[x]"`` as the text shows ids; the SDK's own argument check
+    must not refuse what the tool's model accepts."""
+    from mcp import Client
+
+    _, ids = leaf_with_chunks(agent_store)
+
+    async def run() -> list[tuple[bool, str]]:
+        async with Client(_params(agent_store)) as client:
+            calls = [{"chunk_ids": ids[0]}, {"chunk_ids": [f"[{ids[1]}]"]}, {"chunk_ids": f"{ids[0]}, [{ids[1]}]"}]
+            results = [await client.call_tool("km_read_chunks", args) for args in calls]
+            return [(r.is_error, _text(r)) for r in results]
+
+    (err1, one), (err2, bracketed), (err3, both) = asyncio.run(run())
+    assert not err1 and one.startswith(f"[{ids[0]}]") and ALREADY_READ not in one, one
+    assert not err2 and bracketed.startswith(f"[{ids[1]}]") and ALREADY_READ not in bracketed, bracketed
+    assert not err3 and both == f"[{ids[0]}] {ALREADY_READ}\n\n[{ids[1]}] {ALREADY_READ}", both

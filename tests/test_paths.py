@@ -112,3 +112,71 @@ def test_stores_without_a_recorded_count_count_the_table_only_without_a_tree(doc
     assert kb.tree.get_collection("default").chunks is None
     assert kb.browse().unmapped == total
     kb.close()
+
+
+def test_a_leaf_named_alone_is_taken_when_one_path_ends_with_it() -> None:
+    assert resolve_path("perishables", PATHS, collection="c") == "Returns/Refunds/Perishables"
+    assert resolve_path("refunds / PERISHABLES", PATHS, collection="c") == "Returns/Refunds/Perishables"
+    assert resolve_path("cold chain", PATHS, collection="c") == "Shipping/Cold Chain"
+    with pytest.raises(NotFoundError) as info:  # two paths end so: the hint names both
+        resolve_path("refunds", [*PATHS, "Billing/Refunds"], collection="c")
+    assert info.value.hint == "did you mean 'Returns/Refunds' or 'Billing/Refunds'?"
+    with pytest.raises(NotFoundError):
+        resolve_path("ishables", PATHS, collection="c")  # the end of a word is no segment
+
+
+IDS = [f"docs/guide/{name}#{i}" for name in ("install.md", "usage.md", "Config.rst") for i in range(4)] + ["faq-7"]
+
+
+def test_ids_copied_with_their_brackets_or_several_in_one_string_read_as_meant() -> None:
+    from knowtology_cli.paths import id_forms
+
+    assert id_forms("[docs/a.md#3]") == ["docs/a.md#3"]
+    assert id_forms(" `'docs/a.md#3'` ") == ["docs/a.md#3"]
+    assert id_forms("[a#1], [a#2]") == ["a#1", "a#2"]
+    assert id_forms("a#1, a#2,") == ["a#1", "a#2"]
+    assert id_forms("[draft].md#0") == ["[draft].md#0"]  # brackets that are part of the id stay
+    assert id_forms("[]") == []
+
+
+def test_unknown_ids_hint_real_ids_near_them() -> None:
+    from knowtology_cli.paths import suggest_ids
+
+    assert suggest_ids("docs/guide/usage.md#9", IDS) == "'docs/guide/usage.md' has chunks #0 to #3"
+    assert suggest_ids("usage.md#2", IDS) == "did you mean 'docs/guide/usage.md#2'?"  # the path's end only
+    assert suggest_ids("guide/config.rst#1", IDS) == "did you mean 'docs/guide/Config.rst#1'?"
+    assert suggest_ids("docs/guide/usgae.md#7", IDS) == "did you mean 'docs/guide/usage.md#0'?"  # no #7 there
+    assert suggest_ids("faq-8", IDS) == "did you mean 'faq-7'?"
+    assert suggest_ids("changelog.md#1", IDS) is None
+    assert suggest_ids("zzz", IDS) is None
+
+
+def test_read_and_browse_forgive_through_the_kt_executable(sample_store: Path, tmp_path: Path) -> None:
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    kt = str(Path(sys.executable).with_name("kt"))
+    shutil.copytree(sample_store, tmp_path / "store")
+    env = {**os.environ, "KNOWTOLOGY_STORE": str(tmp_path / "store"), "LANCEDB_LOG": "error"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kt, *args], capture_output=True, text=True, env=env, timeout=300)
+
+    assert run("build").returncode == 0
+    tree = json.loads(run("export", "--format", "json").stdout)
+    chunk_id = tree["chunks"][0]["chunk_id"]
+    doc, index = chunk_id.rsplit("#", 1)
+    read = run("read", f"[{chunk_id}]", "--json")
+    assert read.returncode == 0, read.stderr
+    assert [c["chunk_id"] for c in json.loads(read.stdout)["chunks"]] == [chunk_id]
+    wrong = run("read", f"{doc}#999")
+    assert wrong.returncode == 1 and f"Hint: '{doc}' has chunks #0 to #" in wrong.stderr
+    short = run("read", f"{doc.rsplit('/', 1)[-1]}#{index}")
+    assert short.returncode == 1 and f"Hint: did you mean '{chunk_id}'?" in short.stderr
+    names = [n["name"].casefold() for n in tree["nodes"]]
+    unique = next(n for n in tree["nodes"] if n["level"] > 1 and names.count(n["name"].casefold()) == 1)
+    browse = run("browse", unique["name"].lower())
+    assert browse.returncode == 0 and browse.stdout.startswith(unique["path"]), browse.stderr

@@ -74,7 +74,8 @@ def create_mcp_server(tools: KnowledgeMapTools, *, session: str | None = None, n
     state cannot carry a session. Library errors come back as MCP error results (``is_error``), so a
     bad path or id never ends the server; their text is the SDK's ``Error executing tool NAME:`` and
     then the message and hint once. Arguments are checked against the tool's model before the SDK's
-    own check, so a refused argument reads as one line like every other error.
+    own check, so a refused argument reads as one line like every other error, and what it accepts
+    (one chunk id as a string) reaches the SDK's check in the form the model gave it.
 
     Args:
         tools: the shared tool layer.
@@ -126,9 +127,12 @@ def _server_class() -> type:
             if spec is not None:
                 given = {k: v for k, v in arguments.items() if k in spec.args.model_fields and v is not None}
                 try:
-                    validate_args(spec, given)
+                    checked = validate_args(spec, given)
                 except KnowtologyError as exc:
                     raise ToolError(f"Error executing tool {name}: {error_message(exc)}") from exc  # as the SDK words it
+                # the values as the model reads them (one id as a string becomes a list), so the SDK's
+                # own stricter check of the same arguments accepts what this one did
+                arguments = {**arguments, **{k: getattr(checked, k) for k in given}}
             return await super().call_tool(name, arguments, context)
 
     return KnowtologyMCPServer
