@@ -84,6 +84,8 @@ class _Piece:
     tokens: int
     #: opens what follows (a heading, a label, "Output:"): a chunk does not end with it
     leads: bool = False
+    #: the heading trail of the section it comes from
+    trail: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,6 +104,17 @@ class _Draft:
     @property
     def prose(self) -> bool:
         return any(not p.heading for p in self.pieces)
+
+    @property
+    def label(self) -> tuple[str, ...]:
+        """The heading trail that names the draft: the section that holds most of its tokens when
+        one does (sections merged under a common heading: ``A › B`` for ``A › B`` plus a short
+        ``A › C``), else the common trail."""
+        sizes: dict[tuple[str, ...], int] = {}
+        for p in self.pieces:
+            sizes[p.trail] = sizes.get(p.trail, 0) + p.tokens
+        trail, size = max(sizes.items(), key=lambda item: item[1], default=(self.trail, 0))
+        return trail if 2 * size > sum(sizes.values()) and trail[:len(self.trail)] == self.trail else self.trail
 
 
 def has_prose(text: str) -> bool:
@@ -287,7 +300,8 @@ def chunk_document(
     tables, code, headings) that know their lines or pages. Chunking packs consecutive blocks of a
     section up to ``target_tokens``, never above ``max_tokens``: a block too big alone is split at
     paragraph, sentence, line and space boundaries, last between two tokens. Small neighbouring
-    sections that share a heading are packed together under the common part of their trails.
+    sections that share a heading are packed together under the common part of their trails; the
+    chunk is titled by the section holding most of its tokens when one does, else by that common part.
 
     No chunk is without prose: blocks with no word in them (rules, markup alone, editor modelines)
     are dropped, and a chunk that would hold only headings is merged into the chunk that follows
@@ -317,6 +331,8 @@ def chunk_document(
         pieces: list[_Piece] = []
         for block in kept:
             pieces.extend(_pieces(block, document.unit, target=target_tokens, maximum=max_tokens, encoding=encoding))
+        for piece in pieces:
+            piece.trail = section.titles
         drafts.extend(_pack(section.titles, pieces, target_tokens, max_tokens, minimum, encoding))
     drafts, merged, lost = _absorb_headings(drafts, max_tokens, encoding)
     drafts = _merge_small_neighbours(drafts, target_tokens, encoding)
@@ -324,7 +340,7 @@ def chunk_document(
     chunks: list[DocChunk] = []
     for draft in drafts:
         text = draft.text
-        trail = TITLE_SEPARATOR.join(draft.trail)
+        trail = TITLE_SEPARATOR.join(draft.label)
         chunks.append(DocChunk(
             index=len(chunks), text=text, title=trail or fallback, section=trail, unit=document.unit,
             start=min(p.start for p in draft.pieces), end=max(p.end for p in draft.pieces),

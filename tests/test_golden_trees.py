@@ -56,7 +56,9 @@ def test_no_description_lists_a_name_already_said_as_an_example_title(name: str)
         if not titles:
             continue
         for said in [match.group(1), *kids]:
-            # titles hold " and " themselves: an item is one that a comma or the list's end follows
-            assert not re.search(rf"(^|, | and ){re.escape(said)}(, |$)", titles.group(1)), (said, lines[i])
+            # titles hold " and " themselves ("Travel and Expenses Policy"): an item starts the list
+            # or follows a comma, and only the last one follows " and "
+            item = re.escape(said)
+            assert not re.search(rf"(^|, |; ){item}(, |; |$)|( and ){item}$", titles.group(1)), (said, lines[i])
         checked += 1
     assert checked
