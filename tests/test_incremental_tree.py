@@ -213,3 +213,39 @@ def test_a_leaf_emptied_by_changed_chunks_leaves_no_single_child(tmp_path: Path)
     assert not [n.path for n in after if counts.get(n.id) == 1], "a category with a single child"
     assert kb.status().collections[0].unmapped == 0
     kb.close()
+
+
+def test_a_refresh_keeps_a_name_the_new_one_only_reorders_or_adds_to(tmp_path: Path, monkeypatch) -> None:
+    """A stale node is renamed when the namer says something else, not when it says the old name's
+    words in another order or adds a word to them: people keep the map they learnt."""
+    from knowtology_cli.builders import cluster
+
+    corpus = _sample_part(tmp_path / "corpus", ["hr", "policies", "engineering"])
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.ingest([str(corpus)], embedder="hash")
+    kb.build(builder="cluster")
+    old = {n.path: n.name for n in kb.tree.nodes("default")}
+    path_of = {n.id: n.path for n in kb.tree.nodes("default")}
+    real = cluster.name_tree
+    offered: dict[str, str] = {}
+
+    def namer(*args, **kwargs):
+        names = real(*args, **kwargs)
+        for i, path in enumerate(sorted(names)):
+            words = old[path].split(" & ")
+            offered[path] = [" & ".join(reversed(words)) if len(words) > 1 else f"{old[path]} & Quokka",
+                             f"{old[path]} & Quokka", f"Quokka habitat {i}"][i % 3]
+            names[path] = (offered[path], names[path][1])
+        return names
+
+    monkeypatch.setattr(cluster, "name_tree", namer)
+    _sample_part(corpus, ["support", "sales"])
+    kb.ingest([str(corpus)])
+    report = kb.build()
+    after = {n.id: n.name for n in kb.tree.nodes("default")}
+    renamed = {path_of[i]: name for i, name in after.items() if i in path_of and name != old[path_of[i]]}
+    kept_on_purpose = [p for p, name in offered.items() if "habitat" not in name and p in old]
+    assert kept_on_purpose and all(p not in renamed for p in kept_on_purpose)
+    assert renamed and all(name.startswith("Quokka habitat") for name in renamed.values()), renamed
+    assert any("renamed" in note for note in report.notes)
+    kb.close()

@@ -342,10 +342,12 @@ def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] |
     """Rename and re-describe stale nodes from their members, and re-describe every other node whose
     members changed, with the names a full build would give the same tree shape. Returns notes.
 
-    A new name that a sibling already has (or gets) is not taken; the node keeps its name and gets
-    the new description. Stale nodes are then recorded as named for their current members.
+    A new name that a sibling already has (or gets) is not taken, nor one that only reorders the old
+    name's words or adds to them (the old name still says what the node holds, and a map people
+    have learnt keeps its names); the node keeps its name and gets the new description. Stale nodes are then recorded as named for their current members.
     """
     from .cluster import name_tree  # deferred: keeps kt status fast
+    from .terms import name_words  # deferred: as name_tree
 
     nodes = stores.tree.nodes(collection)
     touched = [n for n in nodes if n.churn > 0]
@@ -370,7 +372,8 @@ def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] |
             continue
         name, description = names[n.path]
         new_name = None
-        if n.path in stale and name and name != n.name and "/" not in name and name not in siblings[n.parent_id]:
+        if (n.path in stale and name and name != n.name and "/" not in name and name not in siblings[n.parent_id]
+                and not name_words(n.name) <= name_words(name)):
             siblings[n.parent_id].discard(n.name)
             siblings[n.parent_id].add(name)
             new_name = name

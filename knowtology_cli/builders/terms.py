@@ -459,6 +459,13 @@ def _words(term: str) -> frozenset[str]:
     return frozenset(words)
 
 
+def name_words(name: str) -> frozenset[str]:
+    """The content stems a category name says, its identifiers' parts too, whatever their order
+    (``"loop.cycle & Tips and Tricks"`` says what ``"Tips and Tricks & loop.cycle"`` says)."""
+    keys = {t.key for phrase in phrases(name) for t in phrase if t.key}
+    return frozenset(word for key in keys for word in _words(key))
+
+
 def join_names(names: Sequence[str]) -> str:
     """``["Seeds", "Soil", "Tools"]`` -> ``"Seeds, Soil & Tools"``."""
     names = list(names)
