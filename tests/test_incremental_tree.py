@@ -175,7 +175,7 @@ def test_status_and_build_through_kt(tmp_path: Path) -> None:
     after = ok("status", "--store", store)["collections"][0]
     assert after["state"] == "current" and after["rebuild_advised"] and "kt build --rebuild" in after["advice"]
     human = subprocess.run([KT, "status", "--store", str(store)], capture_output=True, text=True, env=env())
-    assert "current" in human.stdout and "kt build --rebuild would give a better map" in human.stdout
+    assert "current" in human.stdout and f"kt --store {store} build --rebuild would give a better map" in human.stdout
     ok("rm", corpus / "support", "--yes", "--store", store)
     removed = ok("status", "--store", store)["collections"][0]
     assert removed["state"] == "stale" and removed["stale_nodes"] and "kt build" in removed["advice"]
