@@ -378,6 +378,10 @@ def test_help_documents_completion_and_shows_no_python_types() -> None:
     assert "-k, --top-k INTEGER" in kt("search", "--help").stdout
     script = kt("--show-completion", "bash", SHELL="/bin/bash")
     assert script.returncode == 0 and "_KT_COMPLETE" in script.stdout
+    # the shell named is the one written for, also under sh -c (a Dockerfile's RUN, a Makefile)
+    zsh = subprocess.run(["sh", "-c", f"'{KT}' --show-completion zsh"], capture_output=True, text=True,
+                         env=env(), timeout=60)
+    assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef kt"), zsh.stderr
     # what the installed script asks kt for: subcommand names and options, built lazily on demand
     assert kt(_KT_COMPLETE="complete_bash", COMP_WORDS="kt bro", COMP_CWORD="1").stdout.split() == ["browse"]
     assert "--depth" in kt(_KT_COMPLETE="complete_bash", COMP_WORDS="kt browse --de", COMP_CWORD="2").stdout

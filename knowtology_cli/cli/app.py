@@ -369,6 +369,30 @@ def _register_extensions() -> None:
 _register_extensions()
 
 
+#: shells Typer writes completion scripts for
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _print_named_completion(args: list[str]) -> bool:
+    """``kt --show-completion bash``: print the script for the shell named, and say so (True).
+
+    Typer's ``--show-completion`` flag takes no value: it asks the parent process which shell runs,
+    so under ``sh -c`` (a Dockerfile's ``RUN``, a Makefile) or from no shell at all it answers
+    "Shell sh not supported" whatever shell was named after it.
+    """
+    if len(args) != 2 or args[0] != "--show-completion" or args[1] not in COMPLETION_SHELLS:
+        return False
+    from typer._completion_shared import get_completion_script  # deferred: only this flag needs it
+
+    script = get_completion_script(prog_name="kt", complete_var="_KT_COMPLETE", shell=args[1])
+    try:
+        sys.stdout.write(script + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return True
+
+
 def main() -> None:
     """Console-script entry point."""
     heavy_imports.SKIP_PANDAS_PROBE = True  # this process only lives for one command (or a REPL/server)
@@ -376,6 +400,8 @@ def main() -> None:
     # pydantic scans every installed distribution's entry points for plugins when the first model is
     # defined (~10% of `kt browse`); kt uses none. An explicit PYDANTIC_DISABLE_PLUGINS is honoured.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if _print_named_completion(sys.argv[1:]):
+        return
     try:
         lazy_root(app)(prog_name="kt")
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler is in place (startup, parsing)
