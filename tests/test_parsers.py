@@ -1140,6 +1140,26 @@ def test_an_unknown_directive_holding_code_shows_it_as_written() -> None:
         "This is a note.\n\n- a list"]
 
 
+def test_an_unknown_directive_s_code_is_kept_as_written_whatever_rest_makes_of_it() -> None:
+    """Click's ``.. click:run::`` holds Python that reST reads as something else: a call continued on
+    an indented line as a definition list (it read ``invoke(…},: auto_envvar_prefix=…)``), an import
+    and a call as a paragraph, code right under the marker as the directive's argument. Each is a code
+    block exactly as written; a domain directive's description and a version note stay prose."""
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst("Options\n=======\n\n.. click:run::\n\n   invoke(greet, env={'GREETER_USERNAME': 'john'},\n"
+                    "          auto_envvar_prefix='GREETER')\n\n.. click:run::\n\n   import os\n"
+                    "   invoke(perform, env={\"PATHS\": \"./a\"})\n\n.. click:example::\n    def out():\n"
+                    "        yield 1\n\n    print(out)\n\n.. py:function:: f(x)\n\n   Return (for now) x doubled.\n\n"
+                    "   mode\n      The mode.\n\n.. versionchanged:: 2.0\n   Added run(a, b).\n")
+    assert [(b.kind, b.text, b.start, b.end) for b in doc.sections[0].blocks][1:] == [
+        ("code", "```\ninvoke(greet, env={'GREETER_USERNAME': 'john'},\n       auto_envvar_prefix='GREETER')\n```", 4, 7),
+        ("code", '```\nimport os\ninvoke(perform, env={"PATHS": "./a"})\n```', 9, 12),
+        ("code", "```\ndef out():\n    yield 1\n\nprint(out)\n```", 14, 18),
+        ("text", "f(x)\n\nReturn (for now) x doubled.\n\nmode: The mode.", 20, 25),
+        ("label", "Changed in version 2.0: Added run(a, b).", 27, 28)]
+
+
 def test_only_keeps_what_an_html_build_shows() -> None:
     """``.. only:: not latex`` holds what the HTML documentation shows, ``.. only:: latex`` what a PDF
     does: a reader gets one copy. The content kept reads as what it is (a table stays a table)."""

@@ -36,9 +36,23 @@ from .sphinx import (
 
 #: A ``class`` argument that is a description's signature, not a style class name.
 _SIGNATURE = re.compile(r"[(.A-Z]")
-#: What docutils reports for a line indented right under a paragraph: in a directive's content, the
-#: sign of code (a function's body) rather than reST.
-_UNEXPECTED_INDENT = "Unexpected indentation."
+#: What docutils reports when a block's indentation fits no reST structure (a line indented right
+#: under a paragraph, a block that ends without a blank line): in a directive's content, the sign of
+#: code, whose lines indent as its own syntax says (a function's body), rather than reST.
+_INDENT_WARNINGS = ("Unexpected indentation.", "unexpected unindent.")
+#: What reST makes of text with no markup: paragraphs, and the definition lists and quotes its
+#: indentation alone makes. Directive content read into anything else (inline markup, lists, nested
+#: directives) is reST its author wrote.
+_PLAIN_NODES = frozenset({"paragraph", "definition_list", "definition_list_item", "term", "classifier",
+                          "definition", "block_quote", "system_message", "problematic"})
+#: A token of prose: a word or a number, maybe quoted or bracketed, maybe followed by punctuation
+#: (``dots,`` and ``"word"`` are; ``invoke(dots,`` and ``args=['-v'])`` are not).
+_WORD = re.compile(r"""[("'\[“‘]*(?:[^\W\d]\w*(?:[.'’-]\w+)*|\d+(?:[.,:]\d+)*%?)[)"'\]”’]*[.,;:!?…]*""")
+#: Below this share of its characters in words, directive content with no reST markup is code:
+#: prose is mostly words even where it names a call or two (over 0.9 in Sphinx's and Jinja's
+#: descriptions), while ``import os`` over ``invoke(cmd, env={...})`` is mostly expression.
+CODE_WORD_SHARE = 0.5
+_OPENING, _CLOSING = "([{", ")]}"
 #: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
 _LABEL_CLASS = "kt-label"
 _ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
@@ -100,11 +114,13 @@ def _directive_class(name: str) -> Any:
                 marker = nodes.comment()  # content for another build (``.. only:: latex``)
                 _place(self, marker)
                 return [marker]
+            label = LABELS.get(name.rsplit(":", 1)[-1], "")
+            if not label and name not in CONDITION_DIRECTIVES:
+                _take_content_under_marker(self)
             box = nodes.container(classes=["kt-directive"])
             _place(self, box)
             argument = " ".join(self.arguments).strip()
             base = name.rsplit(":", 1)[-1]
-            label = LABELS.get(base, "")
             code = base in CODE_DIRECTIVES
             if name in CONDITION_DIRECTIVES or PATH_ARGUMENT.match(argument):
                 argument = ""  # a build condition ("html") or a file it points at is no text
@@ -129,12 +145,14 @@ def _directive_class(name: str) -> Any:
             if self.content:
                 head = list(box.children)
                 self.state.nested_parse(self.content, self.content_offset, box)
-                if any(_UNEXPECTED_INDENT in m.astext() for m in box.findall(nodes.system_message)):
-                    # content whose lines indent where reST allows no indent is code, not reST
-                    # (``.. click:example::`` holds Python): shown as written
-                    source = "\n".join(self.content)
+                source = "\n".join(self.content)
+                prose = bool(label) or name in CONDITION_DIRECTIVES  # a note's or a page's own text
+                if not prose and _reads_as_code(source, box.children[len(head):]):
+                    # ``.. click:example::`` and ``.. click:run::`` hold Python: shown as written
                     block = nodes.literal_block(source, source)
                     _place(self, block)
+                    if not head:
+                        return [block]
                     box.children = []
                     box.extend([*head, block])
             if name in CONDITION_DIRECTIVES:  # the page's own text: its tables, lists and code as such
@@ -142,6 +160,82 @@ def _directive_class(name: str) -> Any:
             return [box]
 
     return KeptDirective
+
+
+def _take_content_under_marker(directive: Any) -> None:
+    """Read the lines right under a directive's empty first line as its content, not its argument.
+
+    docutils gives a directive that takes an argument the lines up to the first blank one as that
+    argument, wherever they start; an unknown directive's argument is on its own line (``.. py:function::
+    name(args)``), so lines under an empty ``.. click:example::`` are its content, as docutils reads
+    them for a directive that takes none. They keep their own indentation (code's is its syntax).
+    """
+    marker = re.match(rf"\.\.\s+{re.escape(directive.name)} ?::(.*)", directive.block_text.lstrip())
+    if not directive.arguments or directive.options or marker is None or marker.group(1).strip():
+        return
+    machine = directive.state_machine
+    start = directive.lineno - machine.input_offset  # the line under the marker, in the machine's lines
+    end = (directive.content_offset - machine.input_offset + len(directive.content) if directive.content
+           else start + len(directive.arguments[0].split("\n")))
+    lines = machine.input_lines[start:end]
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+    lines.trim_left(indent)
+    directive.content, directive.content_offset, directive.arguments = lines, directive.lineno, []
+
+
+def _reads_as_code(source: str, parsed: list[Any]) -> bool:
+    """Whether an unknown directive's content (``source``, ``parsed`` as reST) is code, not reST.
+
+    It is when reading it as reST makes structure the source does not mean — docutils warns that
+    its indentation fits no reST block, or a definition list's term leaves a bracket open (the
+    indented line below continues a call: ``invoke(cmd, env={...},``) — or when the reading finds
+    no reST markup at all and less than `CODE_WORD_SHARE` of its text is words
+    (``invoke(cmd, args=['-v'])``).
+    """
+    plain = True
+    stack = list(reversed(parsed))
+    while stack:
+        node = stack.pop()
+        kind = getattr(node, "tagname", "#text")
+        if kind == "system_message":
+            message = node.children[0].astext() if node.children else ""
+            if any(warning in message for warning in _INDENT_WARNINGS):
+                return True
+            continue  # its children quote the source
+        if kind == "term" and _leaves_open(node.rawsource):
+            return True
+        if kind != "#text" and kind not in _PLAIN_NODES:
+            plain = False
+        stack.extend(reversed(getattr(node, "children", [])))
+    return plain and _word_share(source) < CODE_WORD_SHARE
+
+
+def _word_share(text: str) -> float:
+    """The share of ``text``'s characters (spaces aside) in words (`_WORD`). A bracket that follows a
+    character directly opens an expression (a call ``f(a, b)``, an index, ``args=['-v']``), which is
+    no word however many its arguments hold; a bracket after a space is prose's ("(see below)")."""
+    kept: list[str] = []
+    depth = 0
+    for i, char in enumerate(text):
+        if depth:
+            depth += (char in _OPENING) - (char in _CLOSING)
+            kept.append("\0")  # part of the expression: no space splits it, no word is found in it
+        elif char in _OPENING and i and not text[i - 1].isspace():
+            depth = 1
+            kept.append("\0")
+        else:
+            kept.append(char)
+    tokens = "".join(kept).split()
+    total = sum(len(token) for token in tokens)
+    return sum(len(token) for token in tokens if _WORD.fullmatch(token)) / total if total else 1.0
+
+
+def _leaves_open(line: str) -> bool:
+    """Whether ``line`` opens more brackets than it closes, or ends as a line that continues does."""
+    depth = 0
+    for char in line:
+        depth += (char in _OPENING) - (char in _CLOSING)
+    return depth > 0 or line.rstrip().endswith((",", "\\"))
 
 
 #: ````code```` written inside bold or italic text, which reST leaves as it is.
@@ -429,7 +523,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
     ``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
     except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
-    dropped with comments, substitution definitions, link targets and editor modelines.
+    dropped with comments, substitution definitions, link targets and editor modelines. An unknown
+    directive's content that is code rather than reST (``.. click:example::``, see `_reads_as_code`)
+    is a literal block, exactly as written.
 
     ``.. include::`` reads the file into the page as docutils and Sphinx do — a fragment shared by
     several pages (``.. include:: shared-note.txt``) is part of each — when ``path`` (this file) is
