@@ -172,6 +172,26 @@ def test_rst_autodoc_directives_keep_their_signature_and_prose() -> None:
     assert "members" not in joined and "acme.log" not in joined and "::" not in joined
 
 
+def test_rst_inline_literals_read_as_markdown_code_spans() -> None:
+    """````code```` reads as ```code```, as a Markdown source writes it, so grep and read show both
+    formats alike: in text, headings (the title path keeps the words), tables and definition terms;
+    ````code```` written inside bold (which reST leaves literal) too, wrapped once; a literal holding
+    a backtick in a longer run; a role shows its text alone."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    doc = parse_rst("Setup\n=====\n\nSet ``DEBUG = True`` with :func:`configure`.\n\n"
+                    "**Edit ``settings.py``** and mind ``a`b``.\n\n``name`` option\n---------------\n\n"
+                    "=======  =====\nKey      Value\n=======  =====\n``ab``   one\n=======  =====\n\n"
+                    "``timeout``\n    Seconds to wait.\n")
+    assert [(s.titles, [b.text for b in s.blocks]) for s in doc.sections] == [
+        (("Setup",), ["# Setup", "Set `DEBUG = True` with configure.", "Edit `settings.py` and mind ``a`b``."]),
+        (("Setup", "name option"), ["## `name` option", "| Key | Value |\n| --- | --- |\n| `ab` | one |",
+                                    "`timeout`: Seconds to wait."])]
+    markdown = parse_markdown("# Setup\n\nSet `DEBUG = True` with configure.\n")
+    assert [b.text for b in markdown.sections[0].blocks] == [b.text for b in doc.sections[0].blocks][:2]
+
+
 def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET VALUE")
@@ -190,7 +210,7 @@ def test_rst_a_link_without_its_target_reads_as_its_text() -> None:
                 "**Example 1: To enable ``requester pays`` configuration**\n", name="x.rst")
     assert [b.text for _, b in blocks(doc)][1:] == [
         "See Creating, Uploading, and Deleting Certificates in the guide, word and Named; |undefined| stays.",
-        "Example 1: To enable requester pays configuration"]  # code inside bold: reST leaves it literal
+        "Example 1: To enable `requester pays` configuration"]  # code inside bold: reST leaves it literal
 
 
 def test_rst_sphinx_descriptions_console_blocks_and_index_markers() -> None:
@@ -203,8 +223,8 @@ def test_rst_sphinx_descriptions_console_blocks_and_index_markers() -> None:
             "Default: ``False``\n\n.. console::\n\n    $ python manage.py migrate books 0002\n    Operations to perform:\n")
     found = [(b.kind, b.text) for _, b in blocks(parse(text, name="fields.txt"))]
     assert found == [
-        ("heading", "# Fields"), ("heading", "## CharField"), ("label", "CharField(max_length=None, **options)"),
-        ("text", "A string field."), ("text", "Styled paragraph."), ("heading", "## DEBUG"), ("text", "Default: False"),
+        ("heading", "# Fields"), ("heading", "## `CharField`"), ("label", "CharField(max_length=None, **options)"),
+        ("text", "A string field."), ("text", "Styled paragraph."), ("heading", "## `DEBUG`"), ("text", "Default: `False`"),
         ("code", "```console\n$ python manage.py migrate books 0002\nOperations to perform:\n```")]
 
 
@@ -220,7 +240,7 @@ def test_rst_cross_references_read_as_words() -> None:
     assert [b.text for _, b in blocks(parse(text, name="x.rst"))][1:] == [
         "See csrf, configuring sessions, the migrations documentation, Sessions, RFC 7231 and PEP 8.",
         "Restrictions on operators. Only some.",
-        "- timezone: The zone."]
+        "- `timezone`: The zone."]
 
 
 def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> None:

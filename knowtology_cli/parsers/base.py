@@ -13,7 +13,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 23, "rst": 22, "html": 15, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 24, "rst": 23, "html": 15, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,8 @@ class Block:
 
     Attributes:
         text: the block's text; structure kept the Markdown way (``- `` items, ``| a | b |``
-            table rows, fenced code), inline markup gone (Markdown sources keep their own).
+            table rows, fenced code, inline code as ```code``` spans), other inline markup gone
+            (Markdown sources keep their own).
         start: first source line (text formats) or page (PDF), 1-based.
         end: last source line or page, inclusive.
         kind: ``heading``, ``text``, ``list``, ``table``, ``code``, ``quote``, ``label`` (a

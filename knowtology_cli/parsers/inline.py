@@ -24,6 +24,14 @@ def closes_fence(fence: str, line: str) -> bool:
             and not mark.group(2).strip())
 
 
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span, as CommonMark writes one: in single backticks, or in a run
+    longer than any it holds, padded with a space where it starts or ends with a backtick."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def strip_tags(fragment: str) -> str:
     """Text of an HTML fragment embedded in another format (entities decoded, tags and comments gone)."""
     return html.unescape(_TAG.sub(" ", fragment))

@@ -18,7 +18,7 @@ from .base import (
     read_fragment,
     select_lines,
 )
-from .inline import table_text
+from .inline import code_span, table_text
 from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
@@ -448,7 +448,7 @@ def render(node: Any) -> str:
     if kind in _SKIP or (kind == "topic" and "contents" in node.get("classes", [])):
         return ""
     if isinstance(node, nodes.paragraph) or kind in ("rubric", "caption", "attribution", "term", "line"):
-        return node.astext().strip()
+        return _text(node).strip()
     if kind in ("literal_block", "doctest_block", "math_block"):
         language = node.get("language", "pycon" if kind == "doctest_block" else "")  # ">>>" lines: a Python session
         return "```" + language + "\n" + node.astext().rstrip("\n") + "\n```"
@@ -460,7 +460,7 @@ def render(node: Any) -> str:
     if kind == "definition_list":
         out = []
         for item in node.children:
-            term = " ".join(c.astext() for c in item.children if c.tagname in ("term", "classifier"))
+            term = " ".join(_text(c) for c in item.children if c.tagname in ("term", "classifier"))
             body = "\n".join(_children(c) for c in item.children if c.tagname == "definition")
             term = term.rstrip(":")  # a term written with its colon ("timezone:") keeps one
             out.append(f"{term}: {body}" if "\n" not in body else f"{term}:\n{_indent(body, '  ')}")
@@ -468,7 +468,7 @@ def render(node: Any) -> str:
     if kind in ("field_list", "docinfo"):
         out = []
         for item in node.children:
-            name = item.children[0].astext() if item.children else ""
+            name = _text(item.children[0]) if item.children else ""
             body = _children(item.children[1]) if len(item.children) > 1 else ""
             out.append(f"{name}: {body}".strip())
         return "\n".join(out)
@@ -477,10 +477,10 @@ def render(node: Any) -> str:
     if kind == "line_block":
         return "\n".join(render(c) for c in node.children)
     if kind == "title":
-        return node.astext().strip()
+        return _text(node).strip()
     if kind == "admonition" or isinstance(node, nodes.Admonition):
         titles = [c for c in node.children if c.tagname == "title"]
-        label = titles[0].astext() if titles else kind.replace("_", " ").capitalize()
+        label = _text(titles[0]) if titles else kind.replace("_", " ").capitalize()
         body = "\n\n".join(filter(None, (render(c) for c in node.children if c.tagname != "title")))
         if not body:
             return label
@@ -494,6 +494,16 @@ def render(node: Any) -> str:
     if isinstance(node, nodes.Element) and node.children:
         return _children(node)
     return node.astext().strip() if isinstance(node, nodes.Text) else ""
+
+
+def _text(node: Any) -> str:
+    """The text of an element of inline content, each inline literal (````x````) a Markdown code span
+    (```x```), as Markdown sources show theirs; roles show their text (`show_role`)."""
+    if node.tagname == "#text":
+        return str(node.astext())
+    if node.tagname == "literal" and node.rawsource.startswith("``"):
+        return code_span(node.astext())
+    return "".join(_text(child) for child in node.children)
 
 
 def _children(node: Any) -> str:
@@ -519,8 +529,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
 
     The doctree is rendered to clean text: roles become their text (``:func:`parse``` -> ``parse``,
     ``:ref:`Refunds <refunds>``` -> ``Refunds``, ``~pkg.mod.f`` -> ``f`` as Sphinx shows it), inline
-    markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay whole
-    and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
+    literals are Markdown code spans (````x```` -> ```x```, as Markdown sources show theirs), other
+    inline markup marks vanish, lists keep ``- `` items, tables become pipe rows, literal blocks stay
+    whole and fenced. Directives docutils does not know (Sphinx's and extensions') are kept as text —
     ``.. note::`` reads ``Note: …``, ``.. versionadded:: 2.1`` reads ``New in version 2.1: …`` —
     except the ones that only build navigation or indexes (`NAVIGATION_DIRECTIVES`), which are
     dropped with comments, substitution definitions, link targets and editor modelines. An unknown
@@ -543,8 +554,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
     tree = _doctree("\n".join(lines), name, scope)
     for mark in list(tree.findall(lambda n: isinstance(n, (nodes.strong, nodes.emphasis)) and "``" in n.astext())):
-        # reST does not nest inline markup: ``code`` inside **bold** stays literal; it reads as the code
-        mark.children = [nodes.Text(_NESTED_LITERAL.sub(r"\1", mark.astext()))]
+        # reST does not nest inline markup: ``code`` inside **bold** stays literal; it reads as code
+        # there too (a code span, as `_text` writes an inline literal; the text is no literal node)
+        mark.children = [nodes.Text(_NESTED_LITERAL.sub(lambda m: code_span(m.group(1)), mark.astext()))]
     for bad in list(tree.findall(nodes.problematic)):  # a link whose target is missing reads as its text
         reference = _REFERENCE.fullmatch(bad.astext())
         role = _ROLE_TEXT.fullmatch(bad.astext())
@@ -563,12 +575,13 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
             start = _line(child, included)
             if isinstance(child, nodes.section):
                 title = next((c for c in child.children if c.tagname == "title"), None)
-                heading = title.astext().strip() if title is not None else ""
+                heading = title.astext().strip() if title is not None else ""  # the title path's: words
                 trail = (*titles, heading) if heading else titles
                 line = _line(title, included) if title is not None else start
                 if line:
                     bounds.append(_title_start(lines, line))
-                    raw.append((trail, "#" * min(len(trail), 6) + " " + heading, _title_start(lines, line), "heading"))
+                    shown = "#" * min(len(trail), 6) + " " + _text(title).strip()  # its code as code spans
+                    raw.append((trail, shown, _title_start(lines, line), "heading"))
                 walk(child, trail)
                 continue
             if child.tagname == "title" or (child.tagname == "comment" and child.astext().startswith(_INCLUDE_END)):
@@ -595,7 +608,7 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     # the title "DEBUG") would say it twice
     raw = [entry for i, entry in enumerate(raw) if not (
         entry[3] == "label" and i + 1 < len(raw) and raw[i + 1][3] == "heading"
-        and raw[i + 1][1].lstrip("#").strip() == entry[1].strip())]
+        and entry[1].strip() in (raw[i + 1][0][-1:] + (raw[i + 1][1].lstrip("#").strip(),)))]
     bounds = sorted(set(bounds))
     sections: list[Section] = []
     current: tuple[str, ...] | None = None
