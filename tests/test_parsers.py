@@ -769,6 +769,53 @@ def test_html_docbook_navigation_bars_go_and_a_table_of_names_and_addresses_stay
                     "```\n<mime-info>\n```"]
 
 
+def test_html_texinfo_navigation_bars_and_index_letter_bars_go() -> None:
+    """Texinfo's pages open and close with "Next: …, Up: … [Index]" (makeinfo 6 in ``div.header``,
+    7 in ``div.nav-panel``): links that name their relation to the page (``rel="next"``) and labels,
+    a navigation bar by HTML's link types; an index's "Jump to: A W" bar jumps to letters on the
+    page. Both go; a sentence linking on with ``rel="next"``, a term with its permalink and an item
+    with its footnote's mark (one in-page link of one character: no bar) stay."""
+    from knowtology_cli.parsers.html import parse_html
+
+    # makeinfo 6 (libffi's manual): the header div, an index's letter bar and entries
+    six = parse_html(
+        "<html><head><meta name='Generator' content='makeinfo'><title>Types (Widgets)</title></head><body lang='en'>"
+        "<div class='section' id='Types'><div class='header'><p>\nNext: <a href='Calls.html' accesskey='n' rel='next'>"
+        "Calls</a>, Up: <a href='index.html' accesskey='u' rel='up'>Widgets</a> &nbsp; [<a href='Index.html' "
+        "title='Index' rel='index'>Index</a>]</p>\n</div>\n<hr>\n<span id='Types-1'></span><h3 class='section'>2.1 Types</h3>\n"
+        "<p>A widget has a type; see <a href='Calls.html' rel='next'>Calls</a> for how to use it.</p>\n"
+        "<dl compact='compact'>\n<dt><code>wt_int</code><a class='copiable-anchor' href='#index-wt_005fint'> &para;</a></dt>"
+        "<dd><p>An integer.</p></dd>\n</dl>\n<ul><li><code>wt_big</code><sup><a href='#fn1'>1</a></sup></li></ul>\n"
+        "<table><tr><th valign='top'>Jump to: &nbsp; </th><td><a class='summary-letter' href='#Index_cp_letter-A'><b>A</b>"
+        "</a>\n &nbsp; \n<a class='summary-letter' href='#Index_cp_letter-T'><b>T</b></a>\n &nbsp; \n"
+    "<a class='summary-letter' href='#Index_cp_letter-W'><b>W</b></a>\n &nbsp; \n</td></tr></table>\n"
+        "<hr>\n<div class='header'><p>\nNext: <a href='Calls.html' accesskey='n' rel='next'>Calls</a> &nbsp; "
+        "[<a href='Index.html' title='Index' rel='index'>Index</a>]</p>\n</div>\n</div></body></html>")
+    assert [(b.kind, b.text) for s in six.sections for b in s.blocks] == [
+        ("heading", "### 2.1 Types"), ("text", "A widget has a type; see Calls for how to use it."),
+        ("list", "wt_int:\n  An integer."), ("list", "- wt_big1")]
+    seven = parse_html(
+        "<html><head><meta name='Generator' content='texi2any'></head><body lang='en'>"
+        "<div class='appendix-level-extent' id='Index'><div class='nav-panel'><p>\nPrevious: <a href='Calls.html' "
+        "accesskey='p' rel='prev'>Calls</a>, Up: <a href='index.html' accesskey='u' rel='up'>Widgets</a> &nbsp; "
+        "[<a href='index.html#SEC_Contents' title='Table of contents' rel='contents'>Contents</a>]"
+        "[<a href='#Index' title='Index' rel='index'>Index</a>]</p>\n</div>\n<h2 class='appendix' id='Index-1'>"
+        "<span>Index<a class='copiable-link' href='#Index-1'> &para;</a></span></h2>\n<p>Every widget term.</p>\n"
+        "<div class='printindex cp-printindex'>\n<table class='cp-letters-header-printindex'><tr><th>Jump to: &nbsp; </th>"
+        "<td><a class='summary-letter-printindex' href='#Index_cp_symbol-1'><b>-</b></a>\n &nbsp; \n<br>\n"
+        "<a class='summary-letter-printindex' href='#Index_cp_letter-A'><b>A</b></a>\n &nbsp; \n"
+        "<a class='summary-letter-printindex' href='#Index_cp_letter-W'><b>W</b></a>\n &nbsp; \n</td></tr></table>\n"
+        "<table class='cp-entries-printindex' border='0'>\n<tr><td></td><th class='entries-header-printindex'>Index Entry"
+        "</th><th class='sections-header-printindex'>Section</th></tr>\n<tr><td colspan='3'><hr></td></tr>\n"
+        "<tr><th id='Index_cp_letter-A'>A</th></tr>\n<tr><td></td><td class='printindex-index-entry'><a href='Types.html#index-a'>"
+        "alignment</a></td><td class='printindex-index-section'><a href='Types.html'>Types</a></td></tr>\n"
+        "<tr><th id='Index_cp_letter-W'>W</th></tr>\n<tr><td></td><td class='printindex-index-entry'><a href='Types.html#index-w'>"
+        "width</a></td><td class='printindex-index-section'><a href='Types.html'>Types</a></td></tr>\n"
+        "</table>\n</div></div></body></html>")
+    assert [(b.kind, b.text) for s in seven.sections for b in s.blocks] == [
+        ("heading", "## Index"), ("text", "Every widget term.")]
+
+
 #: A rustdoc page in miniature, its markup as rustdoc writes it (classes, nesting), its words made up.
 RUSTDOC_PAGE = (
     "<!DOCTYPE html><html><head><meta name='generator' content='rustdoc'><title>Tally in kit - Rust</title></head>"

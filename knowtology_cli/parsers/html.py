@@ -26,6 +26,14 @@ BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar"
                                 "navheader", "navfooter"})
 
 
+#: Link relations that move through a document's structure (HTML 4's link types, and ``up``,
+#: ``first``, ``last`` as generators write them): a bar of such links is navigation, whatever its
+#: class (Texinfo's "Next: …, Previous: …, Up: … [Index]" in ``<div class="header">``).
+NAVIGATION_RELS = frozenset({"start", "first", "prev", "previous", "next", "last", "up", "top", "contents",
+                             "toc", "index", "glossary", "chapter", "section", "subsection", "appendix"})
+_WORDS = re.compile(r"\w+")
+
+
 @dataclass(frozen=True)
 class GeneratorMarkup:
     """What a documentation generator that names itself (``<meta name="generator">``) says with its
@@ -115,6 +123,8 @@ def _is_furniture(el: Any, page_level: bool, generator: GeneratorMarkup) -> bool
         return True  # a permalink or in-page control (§, ¶, #, ⓘ): a mark, not text
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
         return True
+    if tag in _BLOCK_TAGS and _is_navigation_bar(el):
+        return True
     if (el.get("role") or "").lower() in DROPPED_ROLES:
         return True
     style = (el.get("style") or "").replace(" ", "").lower()
@@ -123,6 +133,30 @@ def _is_furniture(el: Any, page_level: bool, generator: GeneratorMarkup) -> bool
     names = f"{el.get('class') or ''} {'' if generator.ids_name_items else el.get('id') or ''}".lower()
     words = _TOKEN_SPLIT.split(names)
     return bool(BOILERPLATE_TOKENS.intersection(words)) or "tableofcontents" in "".join(words)
+
+
+def _is_navigation_bar(el: Any) -> bool:
+    """Whether a block is a navigation bar: every link in it that shows a word moves through the
+    document — it names its relation as one (`NAVIGATION_RELS`: ``rel="next"``) or is one of at
+    least `LINK_MIN` jumps within the page to a single character (an index's letter bar, "Jump to:
+    A C F") — and it says no more words of its own than it has links (their labels: "Next:",
+    "Up:"). A sentence holding such a link says more; links of no word (permalinks ``¶``, anchors)
+    are marks, judged alone."""
+    links = [a for a in el.iter("a") if _WORD.search(a.text_content())]
+    jumps = sum(1 for a in el.iter("a") if _jumps(a))
+    if not links or not all(_relates(a) or (_jumps(a) and jumps >= LINK_MIN) for a in links):
+        return False  # (fewer jumps are no bar: a footnote's mark, ``X448<a href="#n1">1</a>``)
+    return len(_WORDS.findall(" ".join(_own_text(el)))) <= len(links)
+
+
+def _relates(link: Any) -> bool:
+    """Whether a link names its relation to the page as a move through the document (`NAVIGATION_RELS`)."""
+    return bool(NAVIGATION_RELS.intersection((link.get("rel") or "").lower().split()))
+
+
+def _jumps(link: Any) -> bool:
+    """Whether a link jumps within the page to what one character names (an index's letter)."""
+    return (link.get("href") or "").startswith("#") and len(flow(link.text_content())) == 1
 
 
 def _is_landmark(el: Any) -> bool:
