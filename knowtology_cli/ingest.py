@@ -133,6 +133,8 @@ class InputBatch:
     fragments: dict[str, str] = field(default_factory=dict)
     #: includes that could not be read: document -> ``argument (why)`` for each
     unread_includes: dict[str, list[str]] = field(default_factory=dict)
+    #: directives inserting docstrings of code (``.. autoclass::``), not read: document -> how many
+    unread_docstrings: dict[str, int] = field(default_factory=dict)
     #: links to another file of the folder, read once under the file's own name: link -> file
     linked: dict[str, str] = field(default_factory=dict)
     #: symbolic links to nothing, skipped: ``link → target``
@@ -512,6 +514,8 @@ def _read_document(
         batch.includes[label] = document.includes
     if document.unread:
         batch.unread_includes[label] = list(document.unread)
+    if document.docstrings:
+        batch.unread_docstrings[label] = document.docstrings
     batch.junk_merged += result.junk_merged
     batch.junk_dropped += result.junk_dropped
     if not result.chunks:

@@ -459,6 +459,7 @@ class KnowledgeBase:
             redirects=batch.redirects,
             included=batch.fragments,
             unread_includes=batch.unread_includes,
+            unread_docstrings=batch.unread_docstrings,
             linked=batch.linked,
             reused=len(copied),
             moved_sources=moved_sources,

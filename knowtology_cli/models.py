@@ -210,6 +210,9 @@ class IngestReport(Record):
     included: dict[str, str] = Field(default_factory=dict)
     #: includes that were not read (outside the ingested folder, missing, circular): document -> notes
     unread_includes: dict[str, list[str]] = Field(default_factory=dict)
+    #: directives that insert the docstrings of code Sphinx imports (``.. autoclass::``,
+    #: ``.. automodule::`` …), whose text is not read (Knowtology imports no code): document -> how many
+    unread_docstrings: dict[str, int] = Field(default_factory=dict)
     #: links to another file of the same folder, not read twice: link -> the file read
     linked: dict[str, str] = Field(default_factory=dict)
     #: chunks embedded from nothing new: text another stored chunk had (renamed, moved or copied files)

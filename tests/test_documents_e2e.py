@@ -206,6 +206,28 @@ def test_included_fragments_are_read_in_their_pages_and_not_alone(tmp_path: Path
     assert len(json.loads(kt("grep", "basalt", "--json", store=store).stdout)["hits"]) == 2
 
 
+def test_autodoc_directives_not_read_are_reported_once_per_run(tmp_path: Path) -> None:
+    """Text an autodoc directive inserts comes from docstrings, which Knowtology does not import: the
+    report counts them per document (``--json``) and says so in one line; the signature is indexed."""
+    store = tmp_path / "store"
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "api.rst").write_text("API\n===\n\nThe logging API.\n\n.. automodule:: acme.log\n   :members:\n\n"
+                                  ".. autoclass:: Adapter(base)\n\n.. autofunction:: get_logger(name)\n")
+    (root / "guide.rst").write_text("Guide\n=====\n\nRead the logs.\n\n.. autofunction:: acme.log.flush\n")
+    (root / "intro.rst").write_text("Intro\n=====\n\nNo code here.\n")
+    done = kt("ingest", str(root), "--embedder", "hash", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["unread_docstrings"] == {"docs/api.rst": 3, "docs/guide.rst": 1}
+    read = json.loads(kt("read", "docs/api.rst#0", "--json", store=store).stdout)["chunks"][0]
+    assert "get_logger(name)" in read["text"]
+    human = kt("ingest", str(root), store=store).stdout
+    notes = [line for line in human.splitlines() if "autodoc" in line]
+    assert notes == ["note: 4 autodoc directive(s) not read: their text comes from docstrings of the code, which "
+                     "Knowtology does not import (the page's own signatures and prose are kept): docs/api.rst (3), "
+                     "docs/guide.rst (1)"]
+
+
 def test_mkdocs_snippets_are_read_in_their_pages_and_not_alone(tmp_path: Path) -> None:
     """MkDocs' ``--8<-- "file.md"`` (pymdownx.snippets) reads the file into the page, resolved as
     MkDocs does from the project folder above ``docs/``, a named section or line range only when the

@@ -192,6 +192,27 @@ def test_rst_inline_literals_read_as_markdown_code_spans() -> None:
     assert [b.text for b in markdown.sections[0].blocks] == [b.text for b in doc.sections[0].blocks][:2]
 
 
+def test_autodoc_directives_are_counted_as_docstrings_not_read(tmp_path: Path) -> None:
+    """An autodoc directive's text is the docstring of code Sphinx imports, which Knowtology does not:
+    each one (in the page, in an include, in MyST and its ``{eval-rst}``) is counted for the ingest
+    report; the signature and prose the page writes stay; one shown as code is no directive."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    (tmp_path / "api-part.rst").write_text(".. autofunction:: acme.log.flush\n")
+    page = tmp_path / "api.rst"
+    page.write_text("API\n===\n\n.. automodule:: acme.log\n   :members:\n\n.. autoclass:: Adapter(base)\n\n   Logs.\n\n"
+                    ".. autosummary::\n\n   acme.log.get\n\n.. include:: api-part.rst\n\nShown as code::\n\n"
+                    "   .. autoclass:: NotCounted\n")
+    doc = parse_rst(page.read_text(), path=page)
+    assert doc.docstrings == 4
+    assert [b.text for s in doc.sections for b in s.blocks][1:4] == ["acme.log", "Adapter(base)\n\nLogs.", "acme.log.flush"]
+    myst = parse_markdown("# API\n\n```{autoclass} acme.Adapter\n```\n\n```{eval-rst}\n.. autofunction:: acme.f\n```\n\n"
+                          "```\n.. autoclass:: shown\n```\n")
+    assert myst.docstrings == 2
+    assert parse_rst("T\n=\n\n.. note:: Plain.\n").docstrings == 0
+
+
 def test_rst_malformed_input_is_kept_as_text_and_never_reads_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET VALUE")

@@ -170,6 +170,11 @@ def ingest(
     if len(report.unread_includes) > 5:
         out.print(f"note: {len(report.unread_includes) - 5} more document(s) with includes not read "
                   "(--json lists them)", markup=False)
+    if report.unread_docstrings:
+        pages = [f"{page} ({count})" for page, count in report.unread_docstrings.items()]
+        out.print(f"note: {sum(report.unread_docstrings.values())} autodoc directive(s) not read: their text comes "
+                  "from docstrings of the code, which Knowtology does not import (the page's own signatures and "
+                  f"prose are kept): {first_few(pages, 3)}", markup=False)
     if report.redirects:
         pages = [f"{page} → {target}" for page, target in report.redirects.items()]
         out.print(f"{len(pages)} redirect page(s), nothing to index (they only send the reader on): {first_few(pages, 3)}",

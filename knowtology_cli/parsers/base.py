@@ -69,6 +69,8 @@ class Document:
         includes: files whose text this document took in (reST ``include``, MkDocs ``--8<--``), as
             resolved paths.
         unread: includes that were not read, each ``argument (why)``.
+        docstrings: directives whose text comes from docstrings of code Sphinx imports (``..
+            autoclass::`` …, `sphinx.DOCSTRING_DIRECTIVES`), which were not read.
     """
 
     format: str
@@ -80,6 +82,7 @@ class Document:
     redirect: str = ""
     includes: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
+    docstrings: int = 0
 
 
 def parser_version(fmt: str) -> str:

@@ -305,10 +305,11 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     where: list[int] | None = None  # each line's number in the file, when includes moved them
     includes: list[str] = []
     unread: list[str] = []
+    docstrings = 0
     if path is not None and "8<-" in text:
         lines, where, includes, unread = _include_snippets(lines, path, root or path.parent)
     if uses_myst(text):
-        lines, where, read_in, not_read = read_myst(lines, where, path, root)
+        lines, where, read_in, not_read, docstrings = read_myst(lines, where, path, root)
         includes += [f for f in read_in if f not in includes]
         unread += not_read
     unread = list(dict.fromkeys(unread))  # one note per include not read, however often the page asks
@@ -385,4 +386,4 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
                     else Section((title, *s.titles), s.blocks) for s in sections]
     return Document(format="markdown", unit="line", sections=tuple(sections), title=title,
                     parser=parser_version("markdown"), dropped=dropped, includes=tuple(includes),
-                    unread=tuple(unread))
+                    unread=tuple(unread), docstrings=docstrings)

@@ -15,6 +15,7 @@ from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
     CROSS_REFERENCE_ROLES,
+    DOCSTRING_DIRECTIVES,
     LABELS,
     MYST_TARGET,
     NAVIGATION_DIRECTIVES,
@@ -142,13 +143,15 @@ def roles(line: str, titles: Callable[[str, str], str] | None = None) -> str:
 
 @dataclass
 class _Reader:
-    """One document's rewrite: the lines out, each line's source line number, includes read and not."""
+    """One document's rewrite: the lines out, each line's source line number, includes read and not,
+    and how many directives insert docstrings (`sphinx.DOCSTRING_DIRECTIVES`), which are not read."""
 
     root: Path
     out: list[str] = field(default_factory=list)
     where: list[int] = field(default_factory=list)
     includes: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    docstrings: int = 0
     titles: dict[Path, Titles] = field(default_factory=dict)
 
     def _titles(self, here: Path | None) -> Titles | None:
@@ -204,6 +207,8 @@ class _Reader:
         """Rewrite the directive opening at line ``i``; the index of the next line to read."""
         indent, marks, name, argument = opened.groups()
         base = name.rsplit(":", 1)[-1].lower()
+        if base in DOCSTRING_DIRECTIVES:
+            self.docstrings += 1
         options: dict[str, str] = {}
         start = i + 1  # the first line of the body, after the options
         if start < len(lines) and lines[start].strip() == "---":  # a YAML block of options
@@ -290,6 +295,7 @@ class _Reader:
         from .rst import parse_rst  # deferred: docutils is heavy
 
         rendered = parse_rst("\n".join(lines))
+        self.docstrings += rendered.docstrings
         for section in rendered.sections:
             for block in section.blocks:
                 for text in block.text.split("\n"):
@@ -298,7 +304,7 @@ class _Reader:
 
 
 def read_myst(lines: list[str], where: list[int] | None, path: Path | None,
-              root: Path | None) -> tuple[list[str], list[int], list[str], list[str]]:
+              root: Path | None) -> tuple[list[str], list[int], list[str], list[str], int]:
     """``lines`` of a MyST document as the Markdown they show.
 
     * A role, ``{func}`attrs.define``` or ``{doc}`Overview <overview>```, reads as Sphinx shows it
@@ -318,12 +324,12 @@ def read_myst(lines: list[str], where: list[int] | None, path: Path | None,
     ``where`` gives each line's number in the file (None: line i is number i + 1); ``path`` is the
     file (``{include}`` resolves against its folder, a leading ``/`` against ``root``; without it no
     include is read) and ``root`` the folder includes may read from (default: the file's folder).
-    Returns the lines, their numbers, the files read (resolved) and the includes not read, each
-    ``argument (why)``.
+    Returns the lines, their numbers, the files read (resolved), the includes not read, each
+    ``argument (why)``, and how many directives insert docstrings, which are not read.
     """
     base = (root or (path.parent if path is not None else Path("."))).resolve()
     reader = _Reader(base)
     numbers = where if where is not None else list(range(1, len(lines) + 1))
     main = (path.resolve().as_posix(),) if path is not None else ()
     reader.read(lines, numbers.__getitem__, path.parent if path is not None else None, main)
-    return reader.out, reader.where, reader.includes, reader.unread
+    return reader.out, reader.where, reader.includes, reader.unread, reader.docstrings

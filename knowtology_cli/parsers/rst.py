@@ -22,6 +22,7 @@ from .inline import code_span, table_text
 from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
+    DOCSTRING_DIRECTIVES,
     LABELS,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
@@ -103,6 +104,9 @@ def _directive_class(name: str) -> Any:
         option_spec = _AnyOptions()
 
         def run(self) -> list[Any]:
+            inserted = getattr(self.state.document.settings, "kt_docstrings", None)
+            if inserted is not None and name.rsplit(":", 1)[-1] in DOCSTRING_DIRECTIVES:
+                inserted.append(name)  # text Sphinx takes from imported code: not read (`Document.docstrings`)
             # ``class`` with content or a signature (``CharField(max_length=None)``, ``db.Model``) is
             # Sphinx's class description; docutils' own sets a lower-case style class on what follows
             described = name == "class" and (self.content or _SIGNATURE.search(" ".join(self.arguments)))
@@ -409,7 +413,7 @@ def _prepare(text: str) -> None:
             directives.register_directive(name, _directive_class(name))
 
 
-def _doctree(text: str, name: str, includes: _Includes | None = None) -> Any:
+def _doctree(text: str, name: str, includes: _Includes | None = None, docstrings: list[str] | None = None) -> Any:
     from docutils.core import publish_doctree  # deferred: heavy
 
     _prepare(text)
@@ -417,7 +421,7 @@ def _doctree(text: str, name: str, includes: _Includes | None = None) -> Any:
         "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "file_insertion_enabled": False,
         "raw_enabled": False, "_disable_config": True, "doctitle_xform": False, "docinfo_xform": False,
         "sectsubtitle_xform": False, "syntax_highlight": "none", "input_encoding": "unicode",
-        "line_length_limit": 1_000_000, "kt_includes": includes,
+        "line_length_limit": 1_000_000, "kt_includes": includes, "kt_docstrings": docstrings,
     }
     source = includes.main if includes is not None else name
     return publish_doctree(text, source_path=source or None, settings_overrides=overrides)
@@ -542,7 +546,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     several pages (``.. include:: shared-note.txt``) is part of each — when ``path`` (this file) is
     given and the included file lies inside ``root`` (default: this file's folder); its text cites
     the directive's line. `Document.includes` lists the files read that way, `Document.unread` the
-    includes that were not (outside ``root``, missing, circular).
+    includes that were not (outside ``root``, missing, circular). `Document.docstrings` counts the
+    autodoc directives (`DOCSTRING_DIRECTIVES`): their signatures are read, the docstrings they
+    insert are not (that takes importing the code).
 
     Safety: ``raw`` and every other file insertion are disabled, an include never reads outside
     ``root`` (nor more than `MAX_INCLUDE_BYTES`), and docutils reports nothing to stderr: a
@@ -552,7 +558,8 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
-    tree = _doctree("\n".join(lines), name, scope)
+    docstrings: list[str] = []  # the directives that insert docstrings (`sphinx.DOCSTRING_DIRECTIVES`)
+    tree = _doctree("\n".join(lines), name, scope, docstrings)
     for mark in list(tree.findall(lambda n: isinstance(n, (nodes.strong, nodes.emphasis)) and "``" in n.astext())):
         # reST does not nest inline markup: ``code`` inside **bold** stays literal; it reads as code
         # there too (a code span, as `_text` writes an inline literal; the text is no literal node)
@@ -628,7 +635,7 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
         sections.append(Section(current or (), tuple(blocks)))
     return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
                     dropped=dropped, includes=tuple(scope.files) if scope else (),
-                    unread=tuple(scope.unread) if scope else ())
+                    unread=tuple(scope.unread) if scope else (), docstrings=len(docstrings))
 
 
 def _is_label_box(node: Any) -> bool:

@@ -23,6 +23,12 @@ NAVIGATION_DIRECTIVES = frozenset({
     "inheritance-diagram", "autoprogram", "program", "c:namespace",
     "cpp:namespace", "py:currentmodule", "py:module",
 })
+#: Directives whose text Sphinx takes from the docstrings of code it imports (sphinx.ext.autodoc's
+#: and autosummary's): Knowtology imports no code, so only what the page itself writes (a signature,
+#: prose under it) is read; ingest reports how many there were.
+DOCSTRING_DIRECTIVES = frozenset({"automodule", "autoclass", "autoexception", "autofunction", "autodecorator",
+                                  "autodata", "automethod", "autoattribute", "autoproperty", "autonewtypedata",
+                                  "autonewvarattribute", "autosummary"})
 #: Sphinx's roles that point at a document or a labelled section, shown with the target's title.
 CROSS_REFERENCE_ROLES = frozenset({"doc", "ref", "numref", "download"})
 #: Roles of Sphinx's Python domain, whose target may start with ``.`` (look in the current module
