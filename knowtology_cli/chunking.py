@@ -107,12 +107,15 @@ class _Draft:
 
     @property
     def label(self) -> tuple[str, ...]:
-        """The heading trail that names the draft: the section that holds most of its tokens when
-        one does (sections merged under a common heading: ``A › B`` for ``A › B`` plus a short
-        ``A › C``), else the common trail."""
+        """The heading trail that names the draft: the common trail when the draft holds that
+        section's own text (``A``'s intro, then its subsections ``A › B`` and ``A › C``); for
+        sibling sections alone, the one holding most of the tokens when one does (``A › B`` for
+        ``A › B`` plus a short ``A › C``), else the common trail."""
         sizes: dict[tuple[str, ...], int] = {}
         for p in self.pieces:
             sizes[p.trail] = sizes.get(p.trail, 0) + p.tokens
+        if self.trail in sizes:
+            return self.trail
         trail, size = max(sizes.items(), key=lambda item: item[1], default=(self.trail, 0))
         return trail if 2 * size > sum(sizes.values()) and trail[:len(self.trail)] == self.trail else self.trail
 
@@ -300,8 +303,8 @@ def chunk_document(
     tables, code, headings) that know their lines or pages. Chunking packs consecutive blocks of a
     section up to ``target_tokens``, never above ``max_tokens``: a block too big alone is split at
     paragraph, sentence, line and space boundaries, last between two tokens. Small neighbouring
-    sections that share a heading are packed together under the common part of their trails; the
-    chunk is titled by the section holding most of its tokens when one does, else by that common part.
+    sections that share a heading are packed together under the common part of their trails; a
+    chunk of sibling sections alone is titled by the one holding most of its tokens when one does.
 
     No chunk is without prose: blocks with no word in them (rules, markup alone, editor modelines)
     are dropped, and a chunk that would hold only headings is merged into the chunk that follows

@@ -273,16 +273,21 @@ def test_output_before_its_reply_goes_with_the_reply() -> None:
 
 
 def test_a_chunk_of_merged_sections_is_titled_by_the_one_it_is_mostly_about() -> None:
-    """Small sections packed together keep the common heading, unless one of them holds most of the
-    chunk's tokens: then the chunk is named by that section (its trail includes the common part)."""
+    """Sibling sections packed together keep their common heading, unless one of them holds most of
+    the chunk's tokens: then the chunk is named by that one (its trail includes the common part). A
+    chunk that holds the common section's own text (its heading, its intro) is named by it."""
     from knowtology_cli.chunking import split_document
 
     body = " ".join(["Imports are cached, so the caller's context is not passed by default."] * 6)
-    text = (f"# Guide\n\n## Import context\n\n{body}\n\n## Expressions\n\nExpressions work like Python.\n\n"
-            "## Filters\n\nShort.\n\n## Tests\n\nShort too.\n")
-    chunks = split_document(text, file_name="guide.md", target_tokens=400, max_tokens=800)
-    assert len(chunks) == 1 and "Expressions work like Python." in chunks[0].text
-    assert chunks[0].title == chunks[0].section == "Guide › Import context"
-    even = split_document("# Guide\n\n## A\n\nOne two three four.\n\n## B\n\nFive six seven eight.\n",
-                          file_name="even.md", target_tokens=400, max_tokens=800)
-    assert len(even) == 1 and even[0].title == "Guide"  # no section holds most of it: the common heading
+    opening = "# Guide\n\n" + " ".join(["The guide opens with a long introduction to the engine."] * 60)
+    siblings = (f"## Import context\n\n{body}\n\n## Expressions\n\nExpressions work like Python.\n\n"
+                "## Filters\n\nShort.\n")
+    chunks = split_document(f"{opening}\n\n{siblings}", file_name="guide.md", target_tokens=300, max_tokens=800)
+    assert [c.title for c in chunks] == ["Guide", "Guide › Import context"]
+    assert "Expressions work like Python." in chunks[1].text and chunks[1].section == "Guide › Import context"
+    whole = split_document(f"# Guide\n\nA short intro.\n\n{siblings}", file_name="g.md", target_tokens=400,
+                           max_tokens=800)
+    assert [c.title for c in whole] == ["Guide"]  # the page's own start: the page names it
+    even = split_document(f"{opening}\n\n## A\n\nOne two three four.\n\n## B\n\nFive six seven eight.\n",
+                          file_name="even.md", target_tokens=300, max_tokens=800)
+    assert even[-1].title == "Guide"  # no section holds most of it: the common heading

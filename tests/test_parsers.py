@@ -1308,3 +1308,9 @@ def test_mkdocstrings_insertions_keep_the_name_and_drop_their_options(tmp_path: 
     page.write_text("T\n=\n\n.. include:: x.py\n   :literal:\n")
     code = [b.text for s in parse_rst(page.read_text(), path=page).sections for b in s.blocks if b.kind == "code"]
     assert code == ["```python\ndef f():\n    return 1\n```"]
+
+
+def test_rst_list_items_with_nothing_in_them_keep_their_marker() -> None:
+    """``7.`` alone on a line is an empty enumerated item to docutils; its text is not lost."""
+    doc = parse("Title\n=====\n\nrefund.\n\n7.\n\n8. Eight\n\n9.\n", name="a.rst")
+    assert [b.text for s in doc.sections for b in s.blocks][1:] == ["refund.", "7.\n8. Eight\n9."]

@@ -440,6 +440,8 @@ def _line(node: Any, included: dict[str, int] | None = None) -> int | None:
 
 
 def _indent(text: str, prefix: str) -> str:
+    if not text:  # an item with nothing in it ("7." alone) keeps its marker: no text is lost
+        return prefix.rstrip()
     pad = " " * len(prefix)
     return "\n".join((prefix if i == 0 else pad) + line if line else "" for i, line in enumerate(text.split("\n")))
 
