@@ -228,8 +228,10 @@ def test_unknown_path_suggests_real_paths(store: Path) -> None:
     assert typo.returncode == 1
     assert "Error: no category 'Database Operatons'" in typo.stderr
     assert "did you mean 'Database Operations'?" in typo.stderr
-    leaf_only = kt("browse", "refund windows", "--store", store)
-    assert leaf_only.returncode == 1 and f"did you mean '{CATEGORIES[1][0]}'" in leaf_only.stderr
+    leaf_only = kt("browse", "refund windows", "--store", store)  # one path ends so: it is taken
+    assert leaf_only.returncode == 0 and "/Refund Windows (2 chunks)" in leaf_only.stdout.splitlines()[0]
+    leaf_typo = kt("browse", "refund windos", "--store", store)
+    assert leaf_typo.returncode == 1 and f"did you mean '{CATEGORIES[1][0]}'" in leaf_typo.stderr
 
 
 def test_paths_differing_only_in_case_are_not_guessed(store: Path) -> None:
