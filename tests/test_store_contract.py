@@ -13,7 +13,7 @@ import pytest
 
 from knowtology_cli.errors import EmbeddingError, NotFoundError, StoreError
 from knowtology_cli.models import Category, Chunk, ChunkMapping
-from knowtology_cli.stores.base import CollectionInfo, SessionStore, TreeStore, VectorStore
+from knowtology_cli.stores.base import CollectionInfo, SessionStore, TreeStore, VectorStore, staging_name
 
 pytest_plugins = ("scale_fixtures",)
 
@@ -118,6 +118,25 @@ def test_replace_wipes_the_tree_first(tree: TreeStore) -> None:
     tree.apply("c", [Category(path="All", description="everything")], [_m("r1", "All/Things")], replace=True)
     assert [(n.path, n.chunk_count) for n in tree.nodes("c")] == [("All", 1), ("All/Things", 1)]
     assert list(tree.mapping_hashes("c")) == ["r1"]
+
+
+def test_replace_tree_swaps_a_staged_tree_in_whole(tree: TreeStore) -> None:
+    _seed(tree)
+    staged = staging_name("c")
+    tree.apply("c", [], [_m("n1", "Policies/Refunds")])  # placed since the full build: drift
+    assert tree.tree_state("c").placed > 0
+    tree.apply(staged, [Category(path="All", description="everything")], [_m("r1", "All/Things"), _m("o1", "All")])
+    assert [n.path for n in tree.nodes("c")][:1] == ["Engineering"]  # the staged tree is not the collection's
+    tree.replace_tree("c", staged, builder="llm")
+    assert [(n.path, n.chunk_count, n.named_count, n.churn) for n in tree.nodes("c")] == [
+        ("All", 2, 2, 0), ("All/Things", 1, 1, 0)]
+    assert tree.mapping_hashes("c") == {"r1": "h-r1", "o1": "h-o1"}
+    assert tree.nodes(staged) == [] and tree.mappings(staged) == []
+    assert tree.get_collection("c").builder == "llm" and tree.tree_state("c").placed == 0
+    assert tree.tree_state("c").built == 2
+    tree.apply(staged, [], [_m("r2", "Left/Over")])
+    tree.drop_collection("c")  # a rebuild's staged tree goes with its collection
+    assert tree.nodes(staged) == [] and tree.mappings(staged) == []
 
 
 def test_collections_are_isolated_and_drop_forgets_everything(tree: TreeStore) -> None:

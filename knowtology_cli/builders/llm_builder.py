@@ -24,6 +24,7 @@ from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, name_tree
+from .context import StoreSet
 from .hybrid import NamingParams, redescribe_changed
 from .names import origins_note, tree_name_check
 from .prompts import (
@@ -39,6 +40,7 @@ from .prompts import (
 )
 from .runner import apply_reply, build_report, collapse_single_children, pending_work
 from .snippets import make_snippet
+from .staging import StagedTree
 from .validate import OTHER, RejectedName, check_reply, name_key, parse_reply, salvage_cut_reply
 
 __all__ = ["BuildPlan", "LLMTreeBuilder", "NameMerger", "name_key", "plan_build", "prompt_hash", "run_llm_build"]
@@ -352,21 +354,42 @@ class LLMTreeBuilder:
         self.rejected: list[RejectedName] = []
         self.renamed: list[str] = []
         self.stop_note = ""
+        self.staged = False  # building a rebuild's new tree beside the old one (staging.StagedTree)
 
     # ------------------------------------------------------------------------ public
     def run(self, *, rebuild: bool = False, dry_run: bool = False) -> BuildReport:
         """Plan, then (unless ``dry_run``) call, validate and apply; see ``KnowledgeBase.build``.
 
+        A ``rebuild`` assembles the new tree beside the old one (:class:`~.staging.StagedTree`): the old
+        tree stays what every reader sees until the new one holds every chunk, then one transaction swaps
+        it in. A rebuild that fails or is interrupted keeps the old tree, and the next rebuild resumes
+        what it staged (``use_cache=False`` starts it over).
+
         Raises:
             BuildError: chunks are still unmapped at the end (the message says how to resume).
         """
+        if not rebuild:
+            return self._run(dry_run)
+        staged = StagedTree(self.stores.tree, self.collection)
+        if not dry_run and not self.use_cache:
+            staged.discard()
+        stores, self.stores = self.stores, StoreSet(self.stores.vectors, staged, self.stores.embedder_for)
+        self.staged = True
+        try:
+            report = self._run(dry_run)
+        finally:
+            self.stores = stores
+        if dry_run:  # the plan is the staged tree's; the counts are what readers see now
+            now = build_report(stores, self.collection, "llm", time.perf_counter())
+            return report.model_copy(update={"nodes": now.nodes, "mapped": now.mapped, "unmapped": now.unmapped})
+        staged.promote()
+        return report
+
+    def _run(self, dry_run: bool) -> BuildReport:
         started = time.perf_counter()
         pending, orphans, hashes = pending_work(self.stores, self.collection)
-        if rebuild:
-            pending = sorted(hashes)
         self.hashes = hashes
-        self.paths: list[str] = [] if rebuild else [n.path for n in self.stores.tree.nodes(self.collection)]
-        self.replace_next = rebuild
+        self.paths: list[str] = [n.path for n in self.stores.tree.nodes(self.collection)]
         spec = self.llm.spec
         if not pending and not orphans:
             return self._finish(started, dry_run, [f"tree is up to date; no calls ({spec})"], 0, _Tally())
@@ -387,6 +410,9 @@ class LLMTreeBuilder:
         plan_note = (f"plan: {len(pending)} chunks in {build_plan.calls} calls "
                      f"({'1 CREATE + ' if build_plan.create else ''}{len(build_plan.extend)} EXTEND; "
                      f"the seed's fixed batches: {build_plan.seed_calls} calls) with {spec}")
+        if self.staged and self.paths:
+            plan_note += (f"; resuming the rebuild stopped earlier: {len(hashes) - len(pending)} chunks are already "
+                          "in the new tree (the previous tree stays until it is complete)")
         if dry_run:
             tally = _Tally(calls=build_plan.calls, input_tokens=build_plan.input_tokens,
                            output_tokens=build_plan.output_tokens, cost_usd=build_plan.cost_usd)
@@ -398,15 +424,14 @@ class LLMTreeBuilder:
             return self._finish(started, True, notes, build_plan.calls, tally)
         self.message(plan_note)
         self.message(limits_note)
-        if not rebuild and self.paths:  # names an earlier build gave, checked before any prompt shows them
+        if self.paths:  # names an earlier build gave, checked before any prompt shows them
             self._recheck_names(None, self.message)
             self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
-        before = {} if rebuild or not self.paths else {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
+        before = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)} if self.paths else {}
         existing = set(self.paths)
         if orphans:
             self.stores.tree.apply(self.collection, [], [], remove=orphans)
-            if not rebuild:  # a rebuild starts from no tree whatever the old one holds
-                self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
+            self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
         if self.renamed:
             tally.notes.append(f"renamed {len(self.renamed)} nodes whose names failed validation once their members "
@@ -423,15 +448,6 @@ class LLMTreeBuilder:
             self.stores.tree.set_builder(self.collection, "llm")
         report = self._finish(started, False, notes, build_plan.calls, tally)
         still, _, _ = pending_work(self.stores, self.collection)
-        if self.replace_next and self.order:  # --rebuild, and not one reply could be applied
-            raise BuildError(
-                f"rebuild failed: no reply could be applied, so the previous tree is kept "
-                f"({tally.failed} batch(es) failed; last error: "
-                f"{(self.failures[-1].error if self.failures else 'none')[:300]}). This run: {report.llm_calls} "
-                f"calls, {report.input_tokens:,} tokens in, {report.output_tokens:,} out, ${report.cost_usd:.4f}",
-                hint=self._failure_hint("run `kt build --rebuild` again")
-                or "check the provider and run `kt build --rebuild` again",
-            )
         if still:
             raise self._incomplete(still, report, tally)
         return report
@@ -680,8 +696,7 @@ class LLMTreeBuilder:
         return followups + self._task(valid.missing_ids, task.depth + 1, "missing", task.feedback)
 
     def _apply(self, reply: TreeReply) -> None:
-        apply_reply(self.stores, self.collection, reply, self.hashes, replace=self.replace_next)
-        self.replace_next = False
+        apply_reply(self.stores, self.collection, reply, self.hashes)
         self._recheck_names({a.path for a in reply.assignments})
         self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         self.done += len(reply.assignments)
@@ -813,13 +828,23 @@ class LLMTreeBuilder:
     def _incomplete(self, still: list[str], report: BuildReport, tally: _Tally) -> BuildError:
         shown = ", ".join(still[:8]) + (f" … (+{len(still) - 8} more)" if len(still) > 8 else "")
         why = self.failures[-1].error if self.failures else "no reply assigned them"
+        spent = (f"This run: {report.llm_calls} calls ({tally.cached} cached), {report.input_tokens:,} tokens in, "
+                 f"{report.output_tokens:,} out, ${report.cost_usd:.4f}")
+        stop = f"{self.stop_note[0].upper()}{self.stop_note[1:]}. " if self.stop_note else ""
+        if self.staged:
+            return BuildError(
+                f"rebuild incomplete, so the previous tree is kept: {len(still)} of "
+                f"{report.mapped + report.unmapped} chunks are not in the new tree yet ({tally.failed} batch(es) "
+                f"failed; last error: {why[:300]}). {stop}{spent}",
+                hint=self._failure_hint("run `kt build --rebuild` again to resume the rebuild")
+                or ("run the same `kt build --rebuild` again to resume: the chunks placed in the new tree so far "
+                    "are kept and paid calls are served from the call log, so only the rest are sent"
+                    if self.use_cache else "run `kt build --rebuild` again without --no-cache to resume the "
+                    "rebuild from the chunks placed so far (--no-cache starts it over)"),
+            )
         return BuildError(
             f"build incomplete: {len(still)} of {report.mapped + report.unmapped} chunks are unmapped "
-            f"({tally.failed} batch(es) failed; last error: {why[:300]}). "
-            + (f"{self.stop_note[0].upper()}{self.stop_note[1:]}. " if self.stop_note else "")
-            + f"Unmapped: {shown}. "
-            f"This run: {report.llm_calls} calls ({tally.cached} cached), {report.input_tokens:,} tokens in, "
-            f"{report.output_tokens:,} out, ${report.cost_usd:.4f}",
+            f"({tally.failed} batch(es) failed; last error: {why[:300]}). {stop}Unmapped: {shown}. {spent}",
             hint=self._failure_hint("run `kt build` again to resume (the chunks mapped so far are kept)")
             or ("run the same `kt build` again to resume: the chunks mapped so far are kept and paid calls are "
                 "served from the call log, so only the unmapped chunks are sent" if self.use_cache else

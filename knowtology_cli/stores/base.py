@@ -67,6 +67,12 @@ class TreeState:
 WHOLE_COLLECTION = ""
 
 
+def staging_name(collection: str) -> str:
+    """Where a rebuild of ``collection`` assembles its new tree until :meth:`TreeStore.replace_tree`
+    swaps it in: never a collection's own name (those match ``config.NAME_RE``, which has no ``#``)."""
+    return f"{collection}#rebuild"
+
+
 @dataclass(frozen=True)
 class ScoredId:
     """A chunk id with a retrieval score (higher is better)."""
@@ -394,8 +400,9 @@ class TreeStore(ABC):
 
     @abstractmethod
     def drop_collection(self, name: str, *, pending: bool = False) -> None:
-        """Forget a collection's record, tree, mappings and sources; with ``pending``, record in the
-        same transaction that its vector table still has to be removed (see :meth:`pending_removals`)."""
+        """Forget a collection's record, tree (and any rebuild's :func:`staging_name` tree), mappings and
+        sources; with ``pending``, record in the same transaction that its vector table still has to be
+        removed (see :meth:`pending_removals`)."""
 
     # sources -----------------------------------------------------------------------------
     @abstractmethod
@@ -489,6 +496,12 @@ class TreeStore(ABC):
         mappings of ``remove`` ids, drop empty categories and recount. With ``track`` (the default)
         the write counts as membership change (churn per node, chunks placed or removed since the
         last full build); a rewrite that only refreshes metadata passes ``track=False``."""
+
+    @abstractmethod
+    def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
+        """In one transaction: drop ``collection``'s tree and mappings and give it the tree and mappings
+        written under ``staged`` instead (``staged`` is left empty), as a full build (every node named
+        for its members, drift counters reset), recording ``builder`` when given."""
 
     # llm log -----------------------------------------------------------------------------
     @abstractmethod

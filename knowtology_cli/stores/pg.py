@@ -30,6 +30,7 @@ from .base import (
     ensure_path,
     log_row,
     renamed_paths,
+    staging_name,
     subtree_counts,
 )
 
@@ -312,8 +313,9 @@ class PostgresTreeStore(TreeStore):
 
     def drop_collection(self, name: str, *, pending: bool = False) -> None:
         with self.db.tx() as conn:
-            for table in ("kt_chunk_mappings", "kt_tree_nodes", "kt_source_chunks", "kt_sources",
-                          "kt_pending_removals"):
+            for table in ("kt_chunk_mappings", "kt_tree_nodes"):
+                conn.execute(f"DELETE FROM {table} WHERE collection = ANY(%s)", ([name, staging_name(name)],))
+            for table in ("kt_source_chunks", "kt_sources", "kt_pending_removals"):
                 conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))
             conn.execute("DELETE FROM kt_collections WHERE name = %s", (name,))
             if pending:
@@ -549,6 +551,19 @@ class PostgresTreeStore(TreeStore):
                 conn.execute("UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m"
                              " WHERE m.collection = c.name), placed_since = 0, removed_since = 0 WHERE name = %s",
                              (collection,))
+
+    def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
+        with self.db.tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, collection))
+            conn.execute("DELETE FROM kt_chunk_mappings WHERE collection = %s", (collection,))
+            conn.execute("DELETE FROM kt_tree_nodes WHERE collection = %s", (collection,))
+            conn.execute("UPDATE kt_tree_nodes SET collection = %s, named_count = chunk_count, churn = 0"
+                         " WHERE collection = %s", (collection, staged))
+            conn.execute("UPDATE kt_chunk_mappings SET collection = %s WHERE collection = %s", (collection, staged))
+            conn.execute("UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m"
+                         " WHERE m.collection = c.name), placed_since = 0, removed_since = 0,"
+                         " builder = COALESCE(%s, builder), updated_at = %s WHERE name = %s",
+                         (builder, time.time(), collection))
 
     # llm log ------------------------------------------------------------------------------
     def log_call(self, entry: dict[str, Any]) -> None:

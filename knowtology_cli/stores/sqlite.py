@@ -25,6 +25,7 @@ from .base import (
     ensure_path,
     log_row,
     renamed_paths,
+    staging_name,
     subtree_counts,
 )
 from .heavy_imports import import_sqlite_utils
@@ -264,8 +265,9 @@ class SQLiteTreeStore(TreeStore):
 
     def drop_collection(self, name: str, *, pending: bool = False) -> None:
         with self._transaction() as conn:
-            conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (name,))
-            conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (name,))
+            for tree in (name, staging_name(name)):
+                conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (tree,))
+                conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (tree,))
             conn.execute("DELETE FROM source_chunks WHERE collection = ?", (name,))
             conn.execute("DELETE FROM sources WHERE collection = ?", (name,))
             conn.execute("DELETE FROM pending_removals WHERE collection = ?", (name,))
@@ -533,6 +535,18 @@ class SQLiteTreeStore(TreeStore):
                 conn.execute("UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m"
                              " WHERE m.collection = collections.name), placed_since = 0, removed_since = 0"
                              " WHERE name = ?", (collection,))
+
+    def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM chunk_mappings WHERE collection = ?", (collection,))
+            conn.execute("DELETE FROM tree_nodes WHERE collection = ?", (collection,))
+            conn.execute("UPDATE tree_nodes SET collection = ?, named_count = chunk_count, churn = 0"
+                         " WHERE collection = ?", (collection, staged))
+            conn.execute("UPDATE chunk_mappings SET collection = ? WHERE collection = ?", (collection, staged))
+            conn.execute("UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m"
+                         " WHERE m.collection = collections.name), placed_since = 0, removed_since = 0,"
+                         " builder = COALESCE(?, builder), updated_at = ? WHERE name = ?",
+                         (builder, time.time(), collection))
 
     @staticmethod
     def _mapped(conn: sqlite3.Connection, collection: str, chunk_ids: Sequence[str]) -> dict[str, tuple[int, str]]:

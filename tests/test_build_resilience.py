@@ -1,0 +1,161 @@
+"""`kt build --llm` when things go wrong: real SDKs over real HTTP to the loopback fake server.
+
+A rebuild that fails keeps the previous tree, Ctrl-C exits 130 at once and a re-run resumes, naming
+failures of the hybrid builder are reported and retried, and an unreachable server fails fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import KT
+
+from knowtology_cli.stores.sqlite import SQLiteTreeStore
+from knowtology_cli.testing.fake_llm import FakeLLMServer
+
+SENTINEL = "sk-SENTINEL-3f9a61c2d8e04b57-resilience"
+#: replies of ~20 chunks, so the sample corpus needs about a dozen calls
+SMALL_REPLIES = '[profiles."gpt-4o-mini"]\nmax_output_tokens = 2500\n[profiles."claude-haiku-4-5"]\nmax_output_tokens = 2500\n'
+SPECS = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-haiku-4-5"}
+
+
+@pytest.fixture
+def store(sample_store: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "store"
+    shutil.copytree(sample_store, target)
+    (target / "config.toml").write_text(SMALL_REPLIES, encoding="utf-8")
+    return target
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries without waiting between attempts (the attempts themselves are real HTTP calls)."""
+    monkeypatch.setattr("knowtology_cli.llm.base.LLMClient._backoff", lambda self, attempt, retry_after: 0.0)
+
+
+def point_at(monkeypatch: pytest.MonkeyPatch, srv: FakeLLMServer) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.anthropic_base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
+
+
+def kt_env(srv: FakeLLMServer | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWTOLOGY_")
+           and k not in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update(LANCEDB_LOG="error", LANCE_LOG="error", PYTHONUNBUFFERED="1")
+    if srv is not None:
+        env.update(OPENAI_BASE_URL=srv.openai_base_url, OPENAI_API_KEY=SENTINEL,
+                   ANTHROPIC_BASE_URL=srv.anthropic_base_url, ANTHROPIC_API_KEY=SENTINEL)
+    env.update(extra)
+    return env
+
+
+def run_kt(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    done = subprocess.run([KT, *args], capture_output=True, text=True, env=env, timeout=600)
+    assert SENTINEL not in done.stdout + done.stderr
+    return done
+
+
+def snapshot(cli, store: Path) -> tuple[dict, dict]:
+    """What `kt status` and `kt browse --depth 3` show (the tree every reader sees)."""
+    status = cli("status", "--store", store, "--json")
+    browse = cli("browse", "--store", store, "--depth", "3", "--json")
+    assert status.exit_code == 0 and browse.exit_code == 0, status.output + browse.output
+    return json.loads(status.stdout), json.loads(browse.stdout)
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+
+
+def staged_chunks(store: Path) -> set[str]:
+    """Chunk ids a rebuild has placed in its new tree so far (not yet what readers see)."""
+    tree = SQLiteTreeStore(store / "tree.db")
+    try:
+        return set(tree.mapping_hashes("default#rebuild"))
+    finally:
+        tree.close()
+
+
+def build_llm(cli, store: Path, spec: str = SPECS["openai"], *args: str):
+    result = cli("build", "--builder", "llm", "--llm", spec, "--store", store, "--concurrency", "1", *args)
+    assert SENTINEL not in result.output
+    return result
+
+
+# ------------------------------------------------------------------ 1. an atomic --rebuild
+@pytest.mark.parametrize(("provider", "fault"), [("openai", "server_error"), ("anthropic", "malformed")])
+def test_a_rebuild_failing_part_way_keeps_the_previous_tree_and_a_rerun_resumes(cli, store, monkeypatch, no_backoff,
+                                                                                provider, fault):
+    spec = SPECS[provider]
+    with FakeLLMServer() as srv:
+        point_at(monkeypatch, srv)
+        assert build_llm(cli, store, spec).exit_code == 0
+        before = snapshot(cli, store)
+        srv.reset()
+        srv.set_faults({i: fault for i in range(3, 400)})  # three replies land in the new tree, then none
+        failed = build_llm(cli, store, spec, "--rebuild", "--no-cache")
+        staged = staged_chunks(store)
+        assert failed.exit_code == 1, failed.output
+        [line] = error_lines(failed.stderr)
+        assert "rebuild incomplete, so the previous tree is kept" in line
+        assert staged and snapshot(cli, store) == before  # status and browse: the old tree, whole
+
+        srv.reset()
+        srv.set_faults({})
+        resumed = build_llm(cli, store, spec, "--rebuild", "--json")
+        sent_again = {c for call in srv.tree_calls(status=None) for c in call.chunk_ids}
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming the rebuild stopped earlier" in resumed.stderr
+    assert sent_again and not sent_again & staged  # what the failed run placed is not paid for again
+    report = json.loads(resumed.stdout)
+    status, browse = snapshot(cli, store)
+    assert report["unmapped"] == 0 and status["collections"][0]["state"] == "current"
+    assert browse["chunk_count"] == report["mapped"] == before[0]["collections"][0]["mapped"]
+    assert staged_chunks(store) == set()
+
+
+def test_an_interrupted_rebuild_keeps_the_previous_tree(cli, store, monkeypatch):
+    import knowtology_cli.builders.llm_builder as llm_builder
+
+    with FakeLLMServer() as srv:
+        point_at(monkeypatch, srv)
+        assert build_llm(cli, store).exit_code == 0
+        before = snapshot(cli, store)
+        applied = []
+        real_apply = llm_builder.apply_reply
+
+        def ctrl_c_on_the_third(*args, **kwargs):
+            if len(applied) == 2:
+                raise KeyboardInterrupt
+            applied.append(1)
+            return real_apply(*args, **kwargs)
+
+        monkeypatch.setattr(llm_builder, "apply_reply", ctrl_c_on_the_third)
+        result = build_llm(cli, store, SPECS["openai"], "--rebuild", "--no-cache")
+    assert result.exit_code == 130, result.output
+    assert result.stderr.strip().splitlines()[-1].startswith("Interrupted")
+    assert snapshot(cli, store) == before
+
+
+def test_a_failed_rebuild_through_kt_keeps_what_browse_shows(store):
+    with FakeLLMServer(retry_after=0.01) as srv:  # 429s ask for a 10 ms wait: the real retries stay quick
+        env = kt_env(srv)
+        assert run_kt("build", "--builder", "llm", "--llm", SPECS["openai"], "--store", str(store), env=env).returncode == 0
+        browse_before = run_kt("browse", "--store", str(store), "--depth", "3", env=env).stdout
+        srv.reset()
+        srv.set_faults({i: "rate_limit" for i in range(2, 400)})
+        failed = run_kt("build", "--builder", "llm", "--llm", SPECS["openai"], "--rebuild", "--no-cache",
+                        "--store", str(store), env=env)
+        browse_after = run_kt("browse", "--store", str(store), "--depth", "3", env=env).stdout
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "Traceback" not in failed.stderr
+    [line] = error_lines(failed.stderr)
+    assert "the previous tree is kept" in line
+    assert browse_after == browse_before and "unmapped" not in browse_after
