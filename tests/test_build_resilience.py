@@ -159,3 +159,89 @@ def test_a_failed_rebuild_through_kt_keeps_what_browse_shows(store):
     [line] = error_lines(failed.stderr)
     assert "the previous tree is kept" in line
     assert browse_after == browse_before and "unmapped" not in browse_after
+
+
+# ------------------------------------------------------------------ 2. Ctrl-C, then a re-run
+def interrupt_kt(args: list[str], env: dict[str, str], when) -> subprocess.CompletedProcess:
+    """Run ``kt args`` and press Ctrl-C (SIGINT) as soon as ``when()`` holds."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([KT, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while proc.poll() is None and not when():
+            time.sleep(0.02)
+        assert proc.poll() is None, "kt finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)  # a guard against a hang, not a measurement
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert SENTINEL not in out + err
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def assert_interrupted(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Interrupted — nothing half-written was kept; re-run the command to resume.")
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_ctrl_c_during_an_llm_call_exits_130_at_once_and_a_rerun_resumes(cli, store, monkeypatch, rebuild):
+    args = ["build", "--builder", "llm", "--llm", SPECS["openai"], "--store", str(store), "--concurrency", "1"]
+    with FakeLLMServer(hang_seconds=600) as srv:
+        point_at(monkeypatch, srv)
+        if rebuild:  # an offline tree to rebuild: no call of this model is in the log yet
+            assert cli("build", "--builder", "cluster", "--store", store).exit_code == 0
+        before = snapshot(cli, store)
+        srv.set_faults({3: "hang"})  # three replies land, the fourth call never answers
+        done = interrupt_kt([*args, *(["--rebuild"] if rebuild else [])], kt_env(srv),
+                            lambda: len(srv.calls) >= 4)
+        hung = srv.calls[3]
+        assert_interrupted(done)
+        assert hung.status == 0  # kt exited without waiting for the call in flight
+        status, _ = snapshot(cli, store)
+        row = status["collections"][0]
+        assert row["mapped"] + row["unmapped"] == row["chunks"]
+        if rebuild:
+            assert snapshot(cli, store) == before  # the previous tree, whole
+            placed = staged_chunks(store)
+        else:
+            tree = SQLiteTreeStore(store / "tree.db")
+            placed = set(tree.mapping_hashes("default"))
+            tree.close()
+            assert row["mapped"] == len(placed)
+        assert placed  # the three answered batches were kept
+
+        srv.set_faults({})
+        first_run = len(srv.calls)
+        resumed = build_llm(cli, store, SPECS["openai"], *(["--rebuild"] if rebuild else []), "--json")
+        sent_again = {c for call in srv.calls[first_run:] for c in call.chunk_ids}
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.stdout)["unmapped"] == 0
+    assert sent_again and not sent_again & placed  # batches already placed are not paid for again
+
+
+def test_ctrl_c_during_hybrid_naming_keeps_the_tree_and_the_rerun_pays_no_answered_call(cli, store, monkeypatch):
+    assert cli("build", "--builder", "cluster", "--store", store).exit_code == 0
+    before = snapshot(cli, store)
+    args = ["build", "--builder", "hybrid", "--llm", SPECS["openai"], "--store", str(store), "--rebuild",
+            "--concurrency", "1"]
+    with FakeLLMServer(faults={1: "hang"}, hang_seconds=600) as srv:
+        point_at(monkeypatch, srv)
+        done = interrupt_kt(args, kt_env(srv), lambda: len(srv.calls) >= 2)
+        answered, hung = srv.calls[0], srv.calls[1]
+        assert_interrupted(done)
+        assert answered.status == 200 and hung.status == 0
+        assert snapshot(cli, store) == before  # the offline tree as it was
+
+        srv.set_faults({})
+        first_run = len(srv.calls)
+        resumed = cli(*args[:-2], "--json")
+        again = srv.calls[first_run:]
+    assert resumed.exit_code == 0, resumed.output
+    report = json.loads(resumed.stdout)
+    assert report["builder"] == "hybrid" and report["cached_calls"] >= 1
+    assert again and all(c.body != answered.body for c in again)  # the answered naming call is not sent again

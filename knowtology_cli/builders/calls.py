@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import LLMError
 from ..llm.base import (
@@ -26,11 +28,73 @@ if TYPE_CHECKING:
     from ..llm.base import LLMClient
     from ..stores.base import TreeStore
 
+T = TypeVar("T")
+
 
 def prompt_digest(version: str, spec: str, schema_name: str, system: str, user: str) -> str:
     """Cache key of one call: prompt version, provider:model, reply schema and both messages."""
     blob = json.dumps([version, spec, schema_name, system, user], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class CallPool:
+    """Runs up to ``workers`` LLM calls at once on daemon threads.
+
+    ``concurrent.futures.ThreadPoolExecutor`` joins its threads when the interpreter exits, so after
+    Ctrl-C ``kt build`` would sit until every call in flight came back (up to the call timeout, ten
+    minutes by default). Calls only talk HTTP (every write happens on the calling thread), so an
+    interrupted build may simply abandon them: the process exits at once.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers = max(1, workers)
+        self.name = name
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)``; its future completes on a worker thread."""
+        future: Future[T] = Future()
+        self._jobs.put((future, lambda: fn(*args, **kwargs)))
+        if len(self._threads) < self.workers:
+            thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return future
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, call = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = call()
+            except BaseException as exc:  # handed to the caller through the future
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        """Stop the workers once the queue is done; without ``wait``, cancel what is queued and return."""
+        if not wait:
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        for _ in self._threads:
+            self._jobs.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+    def __enter__(self) -> CallPool:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.shutdown(wait=exc_type is None)  # interrupted: calls in flight are abandoned
 
 
 @dataclass

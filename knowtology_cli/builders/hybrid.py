@@ -11,7 +11,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from ..errors import BuildError
 from ..llm.base import LLMContextOverflowError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
-from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
 from .prompts import (
@@ -508,17 +507,30 @@ class NodeNamer:
                                schema=NAMES_REPLY_SCHEMA, schema_name=NAMES_SCHEMA_NAME, max_output_tokens=max_out,
                                validate=_check_names_reply)
 
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kt-name") as pool:
-            for k, outcome in pool.map(one, todo):
-                self.log.record(outcome)
-                self.outcomes.append(outcome)
-                results[k] = (outcome.data if outcome.ok else None, outcome)
-                if not outcome.ok:
-                    self.failed += 1
-                    self.message(f"naming call failed ({outcome.status}): {str(outcome.error)[:200]}")
-                u = sum(o.usage.input_tokens for o in self.outcomes), sum(o.usage.output_tokens for o in self.outcomes)
-                self.message(f"naming: {len(self.outcomes)} calls ({self.cached} cached) · {u[0]:,} tokens in / "
-                             f"{u[1]:,} out")
+        with CallPool(self.concurrency, "kt-name") as pool:
+            futures = [pool.submit(one, item) for item in todo]
+            logged: set[int] = set()
+            try:
+                for future in futures:
+                    k, outcome = future.result()
+                    self.log.record(outcome)
+                    logged.add(k)
+                    self.outcomes.append(outcome)
+                    results[k] = (outcome.data if outcome.ok else None, outcome)
+                    if not outcome.ok:
+                        self.failed += 1
+                        self.message(f"naming call failed ({outcome.status}): {str(outcome.error)[:200]}")
+                    u = (sum(o.usage.input_tokens for o in self.outcomes),
+                         sum(o.usage.output_tokens for o in self.outcomes))
+                    self.message(f"naming: {len(self.outcomes)} calls ({self.cached} cached) · {u[0]:,} tokens in / "
+                                 f"{u[1]:,} out")
+            except BaseException:  # interrupted: log the calls that came back, so a re-run is not charged again
+                for future in futures:
+                    if future.done() and not future.cancelled() and future.exception() is None:
+                        k, outcome = future.result()
+                        if k not in logged:
+                            self.log.record(outcome)
+                raise
         return results
 
     def _dedupe(self, group: NamingGroup, views: Mapping[str, NodeView], final: dict[str, Named]) -> None:

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
-from .calls import CallLog, CallOutcome, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, name_tree
 from .context import StoreSet
 from .hybrid import NamingParams, redescribe_changed
@@ -524,7 +524,7 @@ class LLMTreeBuilder:
         self.repairs: list[str] = []
         self.dropped_descriptions = 0
         self.progress("mapping", 0, total)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kt-llm")
+        pool = CallPool(self.concurrency, "kt-llm")
         try:
             while (queue and stopped is None) or in_flight:
                 # no tree yet: one call at a time until a CREATE reply has been applied
@@ -562,7 +562,10 @@ class LLMTreeBuilder:
                     self._say(tally, total)
         except BaseException:
             self.cancel.set()
-            pool.shutdown(wait=False, cancel_futures=True)  # interrupted: don't wait for calls in flight
+            pool.shutdown(wait=False)  # interrupted: calls in flight are abandoned, not waited for
+            for fut in in_flight:  # replies that came back are logged, so a re-run is not charged again
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    self.log.record(fut.result())
             raise
         pool.shutdown(wait=True)
         self.stop_note = ""
