@@ -51,6 +51,9 @@ class TreeNode(Record):
     chunk_count: int = 0
     named_count: int | None = None  # members when the node was last named (None: not recorded)
     churn: int = 0  # members added, moved in or out, changed or removed since then
+    #: why the node carries the offline builder's name in place of an LLM name that failed (None: it
+    #: does not); the next hybrid ``kt build`` asks the model for it again
+    name_fallback: str | None = None
 
 
 class ChunkMapping(Record):
@@ -291,6 +294,10 @@ class BuildReport(Record):
     #: ``offline`` (the offline builder's name, after the LLM's was refused twice or its call failed)
     name_origins: dict[str, int] = Field(default_factory=dict)
     rejected_names: int = 0  # proposed names refused by validation (chunk ids, file paths, markup, …)
+    #: categories whose LLM naming failed (its name refused twice, or its call failed) after this build,
+    #: by path, with why; each carries the offline builder's name until the next ``kt build`` retries it
+    fallback_names: dict[str, str] = Field(default_factory=dict)
+    naming_failed: int = 0  # len(fallback_names)
     estimated_calls: int = 0  # calls whose usage the server did not report (counted with the tokenizer)
 
 

@@ -245,3 +245,62 @@ def test_ctrl_c_during_hybrid_naming_keeps_the_tree_and_the_rerun_pays_no_answer
     report = json.loads(resumed.stdout)
     assert report["builder"] == "hybrid" and report["cached_calls"] >= 1
     assert again and all(c.body != answered.body for c in again)  # the answered naming call is not sent again
+
+
+# ------------------------------------------------------------------ 3. hybrid naming failures
+def naming_drafts(calls) -> list[set[str]]:
+    """The draft names each naming request asked about."""
+    from knowtology_cli.testing.fake_llm import parse_categories
+
+    out = []
+    for call in calls:
+        user = next(m["content"] for m in reversed(call.body["messages"]) if m["role"] == "user")
+        out.append({draft for _, draft in parse_categories(user if isinstance(user, str) else user[0]["text"])})
+    return out
+
+
+@pytest.mark.parametrize(("fault", "attempts"), [("junk", 1), ("server_error", 5)])
+def test_failed_hybrid_namings_are_reported_then_retried_alone(cli, store, monkeypatch, no_backoff, fault, attempts):
+    # the first naming call (the top level) and its re-ask fail: junk names twice, or every attempt a 500
+    with FakeLLMServer(faults={i: fault for i in range(2 * attempts)}) as srv:
+        point_at(monkeypatch, srv)
+        first = cli("build", "--builder", "hybrid", "--llm", SPECS["openai"], "--store", store, "--json")
+        assert first.exit_code == 0, first.output
+        report = json.loads(first.stdout)
+        top = {c["name"] for c in json.loads(cli("browse", "--store", store, "--json").stdout)["children"]}
+        assert report["naming_failed"] == len(report["fallback_names"]) == len(top) >= 2
+        assert set(report["fallback_names"]) == top  # paths of the top-level categories, offline names
+        why = "the call failed" if fault == "server_error" else "has no letters"
+        assert any(why in reason for reason in report["fallback_names"].values())
+        assert report["name_origins"]["offline"] == len(top)
+
+        srv.reset()
+        srv.set_faults({})
+        again = cli("build", "--store", store, "--llm", SPECS["openai"], "--json")  # auto: hybrid
+        retried = naming_drafts(srv.naming_calls())
+        third = cli("build", "--store", store, "--llm", SPECS["openai"], "--json")
+        assert srv.naming_calls()[len(retried):] == []
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert retried and set().union(*retried) == top  # just those namings were asked again
+    assert report["naming_failed"] == 0 and report["fallback_names"] == {}
+    assert report["name_origins"] == {"llm": len(top)}
+    assert json.loads(third.stdout)["notes"] == ["tree is up to date; no calls"]
+
+
+def test_naming_failures_through_kt_say_how_many_and_the_rerun_retries_them(store):
+    with FakeLLMServer(faults={0: "junk", 1: "junk"}) as srv:
+        env = kt_env(srv)
+        args = ["build", "--builder", "hybrid", "--llm", SPECS["openai"], "--store", str(store)]
+        human = run_kt(*args, env=env)
+        assert human.returncode == 0, human.stderr
+        [note] = [line for line in human.stdout.splitlines() if "keep the offline builder's name" in line]
+        assert "the next `kt build` asks the model for them again" in note
+        srv.reset()
+        srv.set_faults({})
+        done = run_kt(*args, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["naming_failed"] == 0 and report["name_origins"].get("offline", 0) == 0
+    [retried] = naming_drafts(srv.naming_calls())
+    assert int(note.split()[0]) == report["name_origins"]["llm"] == len(retried)

@@ -120,6 +120,26 @@ def test_replace_wipes_the_tree_first(tree: TreeStore) -> None:
     assert list(tree.mapping_hashes("c")) == ["r1"]
 
 
+def test_fallback_marks_are_set_kept_and_cleared_by_apply(tree: TreeStore) -> None:
+    _seed(tree)
+
+    def marks() -> dict[str, str]:
+        return {n.path: n.name_fallback for n in tree.nodes("c") if n.name_fallback is not None}
+
+    assert marks() == {}
+    tree.apply("c", [], [], fallbacks={"Policies/Refunds": "the call failed", "/Engineering/": "'12' has no letters"})
+    assert marks() == {"Policies/Refunds": "the call failed", "Engineering": "'12' has no letters"}
+    tree.apply("c", [], [_m("n1", "Policies/Refunds")])  # None: the marks stay, and follow a rename
+    tree.rename_nodes("c", {"Policies": ("Rules", None)})
+    assert marks() == {"Rules/Refunds": "the call failed", "Engineering": "'12' has no letters"}
+    tree.apply("c", [], [], fallbacks={"Engineering": "the call failed"})  # the given set replaces the others
+    assert marks() == {"Engineering": "the call failed"}
+    tree.apply("c", [], [], fallbacks={})
+    assert marks() == {}
+    tree.apply("c", [Category(path="All", description="")], [_m("r1", "All")], replace=True, fallbacks={"All": "x"})
+    assert marks() == {"All": "x"}
+
+
 def test_replace_tree_swaps_a_staged_tree_in_whole(tree: TreeStore) -> None:
     _seed(tree)
     staged = staging_name("c")

@@ -195,6 +195,14 @@ class NodeNamer:
         self.cached = 0
         self.failed = 0
         self.changed = 0  # LLM names that differ from the draft (offline) name
+        #: nodes left with their offline name because their naming failed (the call failed, or the name
+        #: was missing, invalid or a sibling's after the re-ask): path → why; a name refused only
+        #: because the offline label tells the node's passages apart better is no failure
+        self.fallbacks: dict[str, str] = {}
+        self.judged: set[str] = set()
+        #: nodes whose naming failed before: a call naming one is sent even when the log holds its prompt
+        #: (the logged reply is the one that was refused)
+        self.retry: set[str] = set()
 
     # ------------------------------------------------------------------------------ planning
     def samples(self, node: NodeView) -> tuple[str, ...]:
@@ -320,9 +328,16 @@ class NodeNamer:
                         self.changed += int(name_key(name) != name_key(view.name))
                     else:
                         final[path] = Named(view.name, view.description, "offline")
+                        said, why = refused.get(path, ("", "no usable name came back"))
+                        if path not in self.judged:  # the naming failed (not: the offline label is better)
+                            self.fallbacks[path] = f"{said!r} {why}" if said else why
                 self._dedupe(g, views, final)
                 for node in g.nodes:
                     self.origins[final[node.node_id].origin] += 1
+                    if final[node.node_id].origin != "offline":
+                        self.fallbacks.pop(node.node_id, None)
+                    elif node.node_id not in self.judged:
+                        self.fallbacks.setdefault(node.node_id, "its name was a sibling's")
                 done += len(g.nodes)
                 self.progress("naming", done, len(targets))
         return final
@@ -335,6 +350,7 @@ class NodeNamer:
         A call cut at the output limit or refused as longer than the context is split in halves
         (after adopting the context the server stated) until it fits or holds one node.
         """
+        self.judged = set()  # refused by _fit: a sound name the offline one serves better
         pending = self.pack(groups)
         answered: list[tuple[list[NamingGroup], dict[str, str], dict[str, Any] | None]] = []
         while pending:
@@ -448,6 +464,7 @@ class NodeNamer:
                     name = accepted.pop(path)[0]
                     refused[path] = (name, reason)
                     self.rejected.append((name, reason))
+                    self.judged.add(path)
 
     def _misleads(self, path: str, label: np.ndarray, siblings: list[str], views: Mapping[str, NodeView],
                   offline: np.ndarray, centre: np.ndarray) -> str | None:
@@ -493,7 +510,8 @@ class NodeNamer:
         todo = []
         for k, (call, _back, system, user) in enumerate(jobs):
             h = prompt_digest(NAMES_PROMPT_VERSION, self.llm.spec, NAMES_SCHEMA_NAME, system, user)
-            cached = self.log.cached(h)
+            retried = any(n.node_id in self.retry for g in call for n in g.nodes)
+            cached = None if retried else self.log.cached(h)
             if cached is not None:
                 self.cached += 1
                 results[k] = (cached, None)
@@ -579,8 +597,13 @@ def renamed_paths(views: Mapping[str, NodeView], named: Mapping[str, Named]) -> 
     return out
 
 
-def rewrite_tree(stores: BuildStores, collection: str, named: Mapping[str, Named]) -> None:
-    """Give ``named`` nodes their new names and descriptions, in one transaction over the whole tree."""
+def rewrite_tree(stores: BuildStores, collection: str, named: Mapping[str, Named],
+                 fallbacks: Mapping[str, str] | None = None) -> None:
+    """Give ``named`` nodes their new names and descriptions, in one transaction over the whole tree.
+
+    ``fallbacks`` (path → why) are the named nodes left with the offline name because the LLM's
+    failed; other named nodes lose such a mark, the rest keep theirs.
+    """
     nodes = stores.tree.nodes(collection)
     mappings = stores.tree.mappings(collection)
     views = tree_views([Category(path=n.path, description=n.description) for n in nodes],
@@ -590,7 +613,10 @@ def rewrite_tree(stores: BuildStores, collection: str, named: Mapping[str, Named
     categories = [Category(path=new_path[p], description=named[p].description if p in named else v.description)
                   for p, v in sorted(views.items(), key=lambda kv: kv[0].count("/"))]
     moved = [(m.model_copy(update={"path": new_path[m.path]}), hashes.get(m.chunk_id, "")) for m in mappings]
-    stores.tree.apply(collection, categories, moved, replace=True)
+    marks = {n.path: n.name_fallback for n in nodes if n.name_fallback and n.path not in named}
+    marks.update((p, why) for p, why in (fallbacks or {}).items() if p in named)
+    stores.tree.apply(collection, categories, moved, replace=True,
+                      fallbacks={new_path[p]: why for p, why in marks.items() if p in new_path})
 
 
 # ------------------------------------------------------------------------------- the builder
@@ -623,9 +649,11 @@ class HybridTreeBuilder:
         started = time.perf_counter()
         pending, orphans, hashes = pending_work(self.stores, self.collection)
         info = self.stores.tree.get_collection(self.collection)
-        has_tree = bool(self.stores.tree.nodes(self.collection))
+        nodes = self.stores.tree.nodes(self.collection)
+        has_tree = bool(nodes)
         named_before = info is not None and info.builder in ("hybrid", "llm")
-        if has_tree and not rebuild and not pending and not orphans and named_before:
+        retry = set() if rebuild else {n.path for n in nodes if n.name_fallback}  # namings that failed before
+        if has_tree and not rebuild and not pending and not orphans and named_before and not retry:
             return self._finish(started, ["tree is up to date; no calls"], dry_run=dry_run)
         limits_note = fit_limits(self.llm)
         chunks, vectors = self._load()
@@ -645,18 +673,24 @@ class HybridTreeBuilder:
         else:
             before = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
             if dry_run:
-                views, targets = self._current_views(), set()
+                views, targets = self._current_views(), set(retry)
                 what = f"place {len(pending)} chunks offline, then re-describe the nodes that change"
             else:
                 run_cluster_build(self.stores, self.collection, rebuild=False, dry_run=False, progress=self.progress,
                                   message=self.message)
+                retry = {n.path for n in self.stores.tree.nodes(self.collection) if n.name_fallback}  # paths now
                 after = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
                 views = self._current_views()
                 targets = set(views) if not named_before else changed_nodes(before, after,
                                                                             self.params.material_change)
+                targets |= retry
                 what = (f"placed {len(pending)} new or changed chunks offline, removed {len(orphans)}; "
-                        f"{len(targets)} nodes changed materially (≥{self.params.material_change:.0%} of members)"
-                        if named_before else f"named the {len(views)} nodes of the existing offline tree")
+                        f"{len(targets - retry)} nodes changed materially (≥{self.params.material_change:.0%} of "
+                        "members)" if named_before else f"named the {len(views)} nodes of the existing offline tree")
+            if retry:
+                what += (f"; {'would ask' if dry_run else 'asked'} the model again for the {len(retry)} names "
+                         "that fell back to the offline builder's")
+        namer.retry = retry
         plan = namer.plan(views, targets)
         plan_note = (f"plan: {len(targets)} nodes to name in {len(plan)} calls "
                      f"(≤{self.params.max_nodes_per_call} nodes per call, level by level) with {self.llm.spec}")
@@ -683,9 +717,10 @@ class HybridTreeBuilder:
             assignments = [Assignment(chunk_id=a.chunk_id, path=new_path[a.path], snippet=a.snippet)
                            for a in reply.assignments]
             apply_reply(self.stores, self.collection, TreeReply(categories=categories, assignments=assignments), hashes,
-                        remove=orphans, replace=True)
+                        remove=orphans, replace=True,
+                        fallbacks={new_path[p]: why for p, why in namer.fallbacks.items()})
         elif named:
-            rewrite_tree(self.stores, self.collection, named)
+            rewrite_tree(self.stores, self.collection, named, namer.fallbacks)
         self.stores.tree.set_builder(self.collection, "hybrid")
         notes = [what, plan_note, limits_note]
         if namer.rejected:
@@ -733,10 +768,17 @@ class HybridTreeBuilder:
                                                                   spent.output_tokens, spent.cost_usd, spent.estimated)
         else:
             estimated = 0
+        fallbacks = {n.path: n.name_fallback for n in self.stores.tree.nodes(self.collection) if n.name_fallback}
+        if fallbacks and not dry_run:
+            shown = "; ".join(f"{p!r}: {why}" for p, why in list(fallbacks.items())[:3])
+            notes = [*notes, f"{len(fallbacks)} categories keep the offline builder's name because their LLM naming "
+                             f"failed ({shown}{' …' if len(fallbacks) > 3 else ''}); the next `kt build` asks the "
+                             "model for them again"]
         return build_report(self.stores, self.collection, "hybrid", started, dry_run=dry_run, notes=notes, batches=calls,
                        llm_calls=calls, cached_calls=cached, input_tokens=input_tokens, output_tokens=output_tokens,
                        cost_usd=round(cost, 6), model=self.llm.spec, name_origins=origins or {},
-                       rejected_names=rejected, estimated_calls=estimated)
+                       rejected_names=rejected, estimated_calls=estimated, fallback_names=fallbacks,
+                       naming_failed=len(fallbacks))
 
 
 def _spent_note(stores: BuildStores, collection: str) -> str:

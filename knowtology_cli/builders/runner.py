@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,8 +112,10 @@ def tree_freshness(stores: BuildStores, collection: str, *, chunks: int, unmappe
 
 
 def apply_reply(stores: BuildStores, collection: str, reply: TreeReply, hashes: dict[str, str], *,
-                remove: list[str] | tuple[str, ...] = (), replace: bool = False) -> None:
-    """Write a validated reply (categories + assignments) into the tree store in one transaction."""
+                remove: list[str] | tuple[str, ...] = (), replace: bool = False,
+                fallbacks: Mapping[str, str] | None = None) -> None:
+    """Write a validated reply (categories + assignments) into the tree store in one transaction
+    (``fallbacks``: see ``TreeStore.apply``)."""
     ids = [a.chunk_id for a in reply.assignments]
     meta = {c.chunk_id: c for c in stores.vectors.get(collection, ids, with_text=False)}
     mappings = []
@@ -124,7 +126,7 @@ def apply_reply(stores: BuildStores, collection: str, reply: TreeReply, hashes: 
         mappings.append((ChunkMapping(collection=collection, chunk_id=a.chunk_id, tree_node_id=0, snippet=a.snippet,
                                       doc_id=c.doc_id, file_name=c.file_name, chunk_index=c.chunk_index,
                                       path=a.path, **provenance(c.metadata)), hashes.get(a.chunk_id, c.content_hash)))
-    stores.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace)
+    stores.tree.apply(collection, reply.categories, mappings, remove=list(remove), replace=replace, fallbacks=fallbacks)
 
 
 def run_cluster_build(

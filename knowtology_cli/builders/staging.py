@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..stores.base import CollectionInfo, SourceRecord, TreeState, TreeStore, staging_name
@@ -74,8 +74,10 @@ class StagedTree(TreeStore):
         return self.store.mapping_hashes(self._tree(collection))
 
     def apply(self, collection: str, categories: Sequence[Category], mappings: Sequence[tuple[ChunkMapping, str]],
-              *, remove: Sequence[str] = (), replace: bool = False, track: bool = True) -> None:
-        self.store.apply(self._tree(collection), categories, mappings, remove=remove, replace=replace, track=track)
+              *, remove: Sequence[str] = (), replace: bool = False, track: bool = True,
+              fallbacks: Mapping[str, str] | None = None) -> None:
+        self.store.apply(self._tree(collection), categories, mappings, remove=remove, replace=replace, track=track,
+                         fallbacks=fallbacks)
 
     def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
         self.store.replace_tree(collection, staged, builder=builder)

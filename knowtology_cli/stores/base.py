@@ -9,7 +9,7 @@ import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -490,12 +490,16 @@ class TreeStore(ABC):
         remove: Sequence[str] = (),
         replace: bool = False,
         track: bool = True,
+        fallbacks: Mapping[str, str] | None = None,
     ) -> None:
         """In one transaction: (optionally wipe the tree), add ``categories`` (all prefixes are
         created), upsert mappings given as ``(mapping with path set, content_hash)``, remove
         mappings of ``remove`` ids, drop empty categories and recount. With ``track`` (the default)
         the write counts as membership change (churn per node, chunks placed or removed since the
-        last full build); a rewrite that only refreshes metadata passes ``track=False``."""
+        last full build); a rewrite that only refreshes metadata passes ``track=False``.
+        ``fallbacks`` (path → why) become the collection's only nodes marked as carrying an offline
+        name in place of a failed LLM name (``TreeNode.name_fallback``; ``{}`` clears every mark);
+        None leaves the marks as they are."""
 
     @abstractmethod
     def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:

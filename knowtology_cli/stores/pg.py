@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -159,6 +159,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE kt_llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE kt_llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
     """,
+    # 7: why a node carries the offline name in place of an LLM name that failed (as SQLite migration 6)
+    """
+    ALTER TABLE kt_tree_nodes ADD COLUMN name_fallback TEXT;
+    """,
 ]
 
 
@@ -244,7 +248,8 @@ def _redact(dsn: str) -> str:
 def _node(row: dict[str, Any]) -> TreeNode:
     return TreeNode(id=row["id"], collection=row["collection"], parent_id=row["parent_id"], name=row["name"],
                     description=row["description"], level=row["level"], path=row["path"],
-                    chunk_count=row["chunk_count"], named_count=row.get("named_count"), churn=row.get("churn") or 0)
+                    chunk_count=row["chunk_count"], named_count=row.get("named_count"), churn=row.get("churn") or 0,
+                    name_fallback=row.get("name_fallback"))
 
 
 def _mapping(row: dict[str, Any]) -> ChunkMapping:
@@ -493,6 +498,7 @@ class PostgresTreeStore(TreeStore):
         remove: Sequence[str] = (),
         replace: bool = False,
         track: bool = True,
+        fallbacks: Mapping[str, str] | None = None,
     ) -> None:
         with self.db.tx() as conn:
             # one writer per collection at a time; readers are never blocked
@@ -551,6 +557,13 @@ class PostgresTreeStore(TreeStore):
                 conn.execute("UPDATE kt_collections c SET built_chunks = (SELECT COUNT(*) FROM kt_chunk_mappings m"
                              " WHERE m.collection = c.name), placed_since = 0, removed_since = 0 WHERE name = %s",
                              (collection,))
+            if fallbacks is not None:
+                conn.execute("UPDATE kt_tree_nodes SET name_fallback = NULL WHERE collection = %s"
+                             " AND name_fallback IS NOT NULL", (collection,))
+                if fallbacks:
+                    conn.execute("UPDATE kt_tree_nodes t SET name_fallback = v.why FROM unnest(%s::text[], %s::text[])"
+                                 " AS v(path, why) WHERE t.collection = %s AND t.path = v.path",
+                                 (["/".join(split_path(p)) for p in fallbacks], list(fallbacks.values()), collection))
 
     def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
         with self.db.tx() as conn:

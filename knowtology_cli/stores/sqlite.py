@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE llm_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE llm_calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0
     """,
+    # 6: why a node carries the offline name in place of an LLM name that failed (retried by the next build)
+    """
+    ALTER TABLE tree_nodes ADD COLUMN name_fallback TEXT
+    """,
 ]
 
 
@@ -148,6 +152,7 @@ def _node(row: sqlite3.Row) -> TreeNode:
         chunk_count=row["chunk_count"],
         named_count=row["named_count"],
         churn=row["churn"],
+        name_fallback=row["name_fallback"],
     )
 
 
@@ -480,6 +485,7 @@ class SQLiteTreeStore(TreeStore):
         remove: Sequence[str] = (),
         replace: bool = False,
         track: bool = True,
+        fallbacks: Mapping[str, str] | None = None,
     ) -> None:
         with self._transaction() as conn:
             if replace:
@@ -535,6 +541,11 @@ class SQLiteTreeStore(TreeStore):
                 conn.execute("UPDATE collections SET built_chunks = (SELECT COUNT(*) FROM chunk_mappings m"
                              " WHERE m.collection = collections.name), placed_since = 0, removed_since = 0"
                              " WHERE name = ?", (collection,))
+            if fallbacks is not None:
+                conn.execute("UPDATE tree_nodes SET name_fallback = NULL WHERE collection = ?"
+                             " AND name_fallback IS NOT NULL", (collection,))
+                conn.executemany("UPDATE tree_nodes SET name_fallback = ? WHERE collection = ? AND path = ?",
+                                 [(why, collection, "/".join(split_path(p))) for p, why in fallbacks.items()])
 
     def replace_tree(self, collection: str, staged: str, *, builder: str | None = None) -> None:
         with self._transaction() as conn:
