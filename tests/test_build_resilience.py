@@ -304,3 +304,58 @@ def test_naming_failures_through_kt_say_how_many_and_the_rerun_retries_them(stor
     assert report["naming_failed"] == 0 and report["name_origins"].get("offline", 0) == 0
     [retried] = naming_drafts(srv.naming_calls())
     assert int(note.split()[0]) == report["name_origins"]["llm"] == len(retried)
+
+
+# ------------------------------------------------------------------ 4. an unreachable server
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(("provider", "builder"), [("openai", "llm"), ("openai", "hybrid"), ("anthropic", "auto")])
+def test_a_refused_connection_is_one_line_naming_the_base_url_and_exit_1(store, provider, builder):
+    base = f"http://127.0.0.1:{closed_port()}" + ("/v1" if provider == "openai" else "")
+    env = kt_env(**{f"{provider.upper()}_BASE_URL": base, f"{provider.upper()}_API_KEY": SENTINEL})
+    args = ["build", "--builder", builder, "--llm", SPECS[provider], "--store", str(store), "--rebuild"]
+    done = run_kt(*args, env=env)
+    as_json = run_kt(*args, "--json", env=env)
+    assert done.returncode == as_json.returncode == 1, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()  # one line, no plan, no retries
+    assert line == (f"Error: {SPECS[provider]}: cannot connect to {base} (connection refused): is the server "
+                    f"running? Start it, or set {provider.upper()}_BASE_URL (or providers.{provider}.base_url in "
+                    "config.toml) to its address")
+    assert json.loads(as_json.stdout)["error"]["message"] == line.removeprefix("Error: ")
+
+
+def test_a_server_that_goes_away_mid_rebuild_stops_it_at_once_and_keeps_the_tree(cli, store, monkeypatch):
+    from knowtology_cli.testing.fake_llm import keyword_brain
+
+    with FakeLLMServer() as srv:
+        point_at(monkeypatch, srv)
+        assert build_llm(cli, store).exit_code == 0
+        before = snapshot(cli, store)
+        answered = []
+
+        def dies_after_the_third(chunks, tree):
+            answered.append(1)
+            if len(answered) == 3:
+                srv.stop()  # the listening socket closes; this reply still goes out
+            return keyword_brain(chunks, tree)
+
+        srv.brain = dies_after_the_third
+        result = build_llm(cli, store, SPECS["openai"], "--rebuild", "--no-cache")
+    assert result.exit_code == 1, result.output
+    [line] = error_lines(result.stderr)
+    assert f"cannot connect to {srv.openai_base_url} (connection refused)" in line
+    assert snapshot(cli, store) == before
+    tree = SQLiteTreeStore(store / "tree.db")
+    try:
+        [last] = [r for r in tree.calls("default") if r["status"] != "ok"]
+    finally:
+        tree.close()
+    assert last["attempts"] == 1  # not retried

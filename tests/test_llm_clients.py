@@ -232,6 +232,48 @@ def test_auth_error_never_shows_the_key(provider, caplog):
     assert env in err.hint
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_refused_connection_fails_at_once_naming_the_base_url(provider):
+    from knowtology_cli.llm import LLMUnreachableError
+
+    base = f"http://127.0.0.1:{closed_port()}" + ("/v1" if provider == "openai" else "")
+    waits = SleepRecorder()
+    llm = get_llm(f"{provider}:{MODELS[provider]}", api_key=SENTINEL, base_url=base, max_retries=4, sleep=waits)
+    with pytest.raises(LLMUnreachableError) as info:
+        ask(llm)
+    assert waits.waits == [] and llm.usage.failed_calls == 1  # no retry, no backoff
+    text = str(info.value)
+    assert f"cannot connect to {base} (connection refused): is the server running?" in text
+    assert f"{provider.upper()}_BASE_URL" in text and SENTINEL not in text and info.value.hint is None
+    with pytest.raises(LLMUnreachableError) as probed:
+        llm.check_reachable()
+    assert str(probed.value) == text
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_reachability_probe_passes_for_a_live_server_and_sends_no_key(provider, server):
+    llm = client(provider, server)
+    llm.check_reachable()  # the fake answers GET /v1/models
+    assert server.calls == []  # a GET, not a model call
+    get_llm(f"{provider}:{MODELS[provider]}", api_key=SENTINEL).check_reachable()  # the provider's own API: no probe
+
+
+def test_a_base_url_with_credentials_is_shown_without_them():
+    from knowtology_cli.llm.base import display_url
+
+    assert display_url("http://user:pw@localhost:9/v1?api-key=k#x") == "http://localhost:9/v1"
+    assert display_url("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
+
+
 def test_redact_hides_key_like_strings():
     llm = ScriptedLLM()
     llm._secrets.append("plain-secret-123")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BuildError
-from ..llm.base import LLMContextOverflowError
+from ..llm.base import LLMContextOverflowError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
 from .calls import CallLog, CallOutcome, CallPool, log_totals, prompt_digest, run_call
@@ -533,6 +533,8 @@ class NodeNamer:
                     k, outcome = future.result()
                     self.log.record(outcome)
                     logged.add(k)
+                    if isinstance(outcome.error, LLMUnreachableError):  # nothing else can be asked of it
+                        raise outcome.error
                     self.outcomes.append(outcome)
                     results[k] = (outcome.data if outcome.ok else None, outcome)
                     if not outcome.ok:
@@ -655,6 +657,9 @@ class HybridTreeBuilder:
         retry = set() if rebuild else {n.path for n in nodes if n.name_fallback}  # namings that failed before
         if has_tree and not rebuild and not pending and not orphans and named_before and not retry:
             return self._finish(started, ["tree is up to date; no calls"], dry_run=dry_run)
+        full = rebuild or not has_tree
+        if full and not dry_run:
+            self.llm.check_reachable()  # a stopped server: one line now, not after the clustering
         limits_note = fit_limits(self.llm)
         chunks, vectors = self._load()
         texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
@@ -663,7 +668,6 @@ class HybridTreeBuilder:
         namer = NodeNamer(self.llm, log, check, texts, vectors, params=self.params, concurrency=self.concurrency,
                           embed=self.stores.embedder_for(self.collection).embed_documents, message=self.message,
                           progress=self.progress)
-        full = rebuild or not has_tree
         if full:
             self.message(f"clustering {len(chunks)} chunks…")
             reply = self._cluster(chunks, vectors)
@@ -691,6 +695,8 @@ class HybridTreeBuilder:
                 what += (f"; {'would ask' if dry_run else 'asked'} the model again for the {len(retry)} names "
                          "that fell back to the offline builder's")
         namer.retry = retry
+        if targets and not full and not dry_run:
+            self.llm.check_reachable()
         plan = namer.plan(views, targets)
         plan_note = (f"plan: {len(targets)} nodes to name in {len(plan)} calls "
                      f"(≤{self.params.max_nodes_per_call} nodes per call, level by level) with {self.llm.spec}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BuildError, ConfigError, LLMOutputError
-from ..llm.base import LLMContextOverflowError, LLMTimeoutError, LLMTruncatedError
+from ..llm.base import LLMContextOverflowError, LLMTimeoutError, LLMTruncatedError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from ..tokens import count_tokens
@@ -393,6 +393,8 @@ class LLMTreeBuilder:
         spec = self.llm.spec
         if not pending and not orphans:
             return self._finish(started, dry_run, [f"tree is up to date; no calls ({spec})"], 0, _Tally())
+        if pending and not dry_run:
+            self.llm.check_reachable()  # a stopped server: one line now, not a plan and failed calls
         limits_note = fit_limits(self.llm)
         self.profile = self.llm.profile
         self._load(pending)
@@ -433,6 +435,8 @@ class LLMTreeBuilder:
             self.stores.tree.apply(self.collection, [], [], remove=orphans)
             self.paths = [n.path for n in self.stores.tree.nodes(self.collection)]
         tally = self._execute(build_plan)
+        if self.unreachable is not None:  # the server went away: nothing else can be asked of it
+            raise self.unreachable
         if self.renamed:
             tally.notes.append(f"renamed {len(self.renamed)} nodes whose names failed validation once their members "
                                f"changed, with offline names ({'; '.join(self.renamed[:3])}"
@@ -513,6 +517,7 @@ class LLMTreeBuilder:
         self.failures: list[_Failure] = []
         self.done = 0
         self.unsent: list[str] = []
+        self.unreachable: LLMUnreachableError | None = None
         self.cancel = threading.Event()
         self.log = CallLog(self.stores.tree, self.collection, self.build_id, use_cache=self.use_cache)
         total = build_plan.chunks
@@ -555,6 +560,9 @@ class LLMTreeBuilder:
                     more, ok, fatal = self._handle(sent, fut.result(), tally)
                     queue.extendleft(reversed(more))
                     consecutive = 0 if ok else consecutive + (1 if fatal else 0)
+                    if self.unreachable is not None and stopped is None:
+                        stopped = "stopped: the server is unreachable"
+                        self.cancel.set()
                     if consecutive >= self.max_consecutive_failures and stopped is None:
                         stopped = f"stopped after {consecutive} failed calls in a row"
                         self.cancel.set()  # calls in flight send no retry; queued batches are not sent
@@ -639,6 +647,9 @@ class LLMTreeBuilder:
                 "model with a larger context")), False, False
         if outcome.status == "error" and isinstance(outcome.error, LLMOutputError):
             return self._split(task, tally, error), False, False
+        if isinstance(outcome.error, LLMUnreachableError):
+            self.unreachable = outcome.error
+            return [], False, True
         self._fail(task.chunk_ids, error, tally,
                    timeout=outcome.error.timeout if isinstance(outcome.error, LLMTimeoutError) else None,
                    hint=outcome.error.hint if outcome.error is not None else None)

@@ -21,6 +21,7 @@ from .base import (
     LLMResponse,
     LLMTimeoutError,
     LLMTruncatedError,
+    LLMUnreachableError,
     ProviderFailure,
     ServerLimits,
     ToolCall,
@@ -34,7 +35,8 @@ PROVIDERS = ("openai", "anthropic")
 
 __all__ = [
     "PROVIDERS", "PROFILES", "DEFAULT_PROFILE", "CallUsage", "ChatMessage", "ChatTurn", "LLMCancelledError",
-    "LLMClient", "LLMContextOverflowError", "LLMResponse", "LLMTimeoutError", "LLMTruncatedError", "ModelProfile",
+    "LLMClient", "LLMContextOverflowError", "LLMResponse", "LLMTimeoutError", "LLMTruncatedError",
+    "LLMUnreachableError", "ModelProfile",
     "ProviderFailure", "ServerLimits", "ToolCall", "ToolSpec", "get_llm", "get_profile", "parse_spec", "usage_of",
 ]
 

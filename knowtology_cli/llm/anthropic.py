@@ -188,5 +188,11 @@ class AnthropicClient(LLMClient):
         import anthropic  # deferred: heavy
 
         return classify_sdk_error(exc, anthropic, provider="anthropic", where=self.base_url or "api.anthropic.com",
-                                  env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError)
+                                  env_var="ANTHROPIC_BASE_URL", base_error=anthropic.AnthropicError,
+                                  custom=self.base_url is not None)
+
+    def check_reachable(self) -> None:
+        """Probe a custom server (``GET {base_url}/v1/models``, no key sent); see :meth:`LLMClient.check_reachable`."""
+        if self.base_url is not None:
+            self._probe("/v1/models", env_var="ANTHROPIC_BASE_URL")
 

@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import re
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -28,6 +29,8 @@ T = TypeVar("T")
 
 #: Seconds per attempt when no timeout is configured (``--timeout`` / ``KNOWTOLOGY_LLM_TIMEOUT``).
 DEFAULT_TIMEOUT = 600.0
+#: Seconds :meth:`LLMClient.check_reachable` waits for a server to accept a connection and answer.
+PROBE_TIMEOUT = 5.0
 
 _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+\S+|(?i:x-api-key)\W+\S+)")
 
@@ -143,9 +146,11 @@ class ProviderFailure(Exception):
         timed_out: bool = False,
         overflow: bool = False,
         context_limit: int | None = None,
+        unreachable: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
+        self.unreachable = unreachable
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
@@ -198,6 +203,41 @@ class LLMContextOverflowError(LLMError):
 
 class LLMCancelledError(LLMError):
     """The caller's cancel event was set, so the call was not (or no longer) sent."""
+
+
+class LLMUnreachableError(LLMError):
+    """Nothing answers at the server's address (connection refused, host not found): the call is not
+    retried, and a build stops at once; the message names the address and what to do."""
+
+
+def unreachable_reason(exc: BaseException | None) -> str | None:
+    """``"connection refused"`` or ``"host not found"`` when ``exc`` or what caused it says nothing
+    listens at the address (a stopped server, a wrong port or host name); None for other failures
+    (resets, timeouts), which may pass and are retried."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(exc, socket.gaierror):
+            return "host not found"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def display_url(url: str) -> str:
+    """``url`` without user info, query or fragment, where a key could hide."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}" if parts.scheme else url
+
+
+def unreachable_message(provider: str, where: str, why: str, env_var: str, *, custom: bool) -> str:
+    """One line: the address nothing answers at, and what to do about it."""
+    if custom:
+        return (f"cannot connect to {display_url(where)} ({why}): is the server running? Start it, or set "
+                f"{env_var} (or providers.{provider}.base_url in config.toml) to its address")
+    return (f"cannot connect to {where} ({why}): check the network connection (or set {env_var} for "
+            "another server)")
 
 
 @dataclass(frozen=True)
@@ -527,6 +567,27 @@ class LLMClient(ABC):
         """True when the client talks to a server on this machine (a loopback base URL)."""
         return is_loopback_url(self.base_url)
 
+    def check_reachable(self) -> None:
+        """Raise :class:`LLMUnreachableError` at once when nothing listens at a configured server.
+
+        Builders call it before planning, so a stopped local server ends ``kt build`` with one line
+        instead of a plan and a failed call. Only a custom base URL is probed (one GET without the
+        key; any answer, even an error, counts as reachable); the default is to do nothing.
+        """
+
+    def _probe(self, path: str, *, env_var: str) -> None:
+        """GET ``base_url + path``: :class:`LLMUnreachableError` naming the base URL if nothing listens."""
+        import httpx  # deferred: heavy
+
+        assert self.base_url is not None
+        try:
+            httpx.get(self.base_url + path, timeout=PROBE_TIMEOUT)
+        except Exception as exc:  # a timeout or a reset may pass: the calls retry those
+            why = unreachable_reason(exc)
+            if why is not None:
+                raise LLMUnreachableError(f"{self.spec}: " + unreachable_message(
+                    self.provider, self.base_url, why, env_var, custom=True)) from None
+
     def discover_limits(self) -> ServerLimits | None:
         """What the server says about the model's limits (context window), or None.
 
@@ -607,6 +668,8 @@ class LLMClient(ABC):
             if failure.auth:
                 # the provider's body can echo the key; nothing of the SDK error is kept
                 raise LLMError(message, hint=failure.hint or self._key_hint()) from None
+            if failure.unreachable:  # nothing listens there: waiting and trying again will not change that
+                raise LLMUnreachableError(message) from None
             if failure.overflow:
                 raise LLMContextOverflowError(message, context_limit=failure.context_limit,
                                               hint=failure.hint) from cause
@@ -724,9 +787,13 @@ def error_message_from_body(body: object) -> str | None:
 
 
 def classify_sdk_error(
-    exc: Exception, sdk: Any, *, provider: str, where: str, env_var: str, base_error: type[Exception]
+    exc: Exception, sdk: Any, *, provider: str, where: str, env_var: str, base_error: type[Exception],
+    custom: bool = True,
 ) -> ProviderFailure | None:
-    """Map an OpenAI or Anthropic SDK exception (their classes share names) to a ``ProviderFailure``."""
+    """Map an OpenAI or Anthropic SDK exception (their classes share names) to a ``ProviderFailure``.
+
+    ``where`` is the base URL (``custom``) or the provider's own host.
+    """
     if isinstance(exc, sdk.APIStatusError):
         return failure_from_status(provider, exc.status_code, exc.response.headers, error_message_from_body(exc.body),
                                    exc.body)
@@ -734,7 +801,12 @@ def classify_sdk_error(
         return ProviderFailure(f"{provider} request timed out", retryable=True, timed_out=True,
                                hint="the server did not answer in time; raise the timeout or retry")
     if isinstance(exc, sdk.APIConnectionError):
-        return ProviderFailure(f"cannot reach {where}", retryable=True, hint=f"check the network or {env_var}")
+        why = unreachable_reason(exc)
+        if why is not None:
+            return ProviderFailure(unreachable_message(provider, where, why, env_var, custom=custom), retryable=False,
+                                   unreachable=True)
+        return ProviderFailure(f"cannot reach {display_url(where)}", retryable=True,
+                               hint=f"check the network or {env_var}")
     if isinstance(exc, sdk.APIResponseValidationError):
         return ProviderFailure(f"{provider} returned an invalid response body", retryable=True)
     if isinstance(exc, base_error):

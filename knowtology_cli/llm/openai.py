@@ -214,5 +214,10 @@ class OpenAIClient(LLMClient):
         import openai  # deferred: heavy
 
         return classify_sdk_error(exc, openai, provider="openai", where=self.base_url or "api.openai.com",
-                                  env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError)
+                                  env_var="OPENAI_BASE_URL", base_error=openai.OpenAIError, custom=not self._official)
+
+    def check_reachable(self) -> None:
+        """Probe a custom server (``GET {base_url}/models``, no key sent); see :meth:`LLMClient.check_reachable`."""
+        if not self._official and self.base_url is not None:
+            self._probe("/models", env_var="OPENAI_BASE_URL")
 
