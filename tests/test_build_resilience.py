@@ -144,6 +144,19 @@ def test_an_interrupted_rebuild_keeps_the_previous_tree(cli, store, monkeypatch)
     assert snapshot(cli, store) == before
 
 
+def test_a_hybrid_rebuild_whose_namings_all_fail_keeps_the_previous_tree(cli, store, monkeypatch, no_backoff):
+    # the hybrid builder writes its tree in one transaction after naming: this already held, now it is pinned
+    assert cli("build", "--builder", "cluster", "--store", store).exit_code == 0
+    before = snapshot(cli, store)
+    with FakeLLMServer(fail_rate=1.0, fail_kinds=["server_error"]) as srv:
+        point_at(monkeypatch, srv)
+        result = cli("build", "--builder", "hybrid", "--llm", SPECS["openai"], "--store", store, "--rebuild")
+    assert result.exit_code == 1, result.output
+    [line] = error_lines(result.stderr)
+    assert "no naming call succeeded" in line and "the tree was kept as it was" in line
+    assert snapshot(cli, store) == before
+
+
 def test_a_failed_rebuild_through_kt_keeps_what_browse_shows(store):
     with FakeLLMServer(retry_after=0.01) as srv:  # 429s ask for a 10 ms wait: the real retries stay quick
         env = kt_env(srv)
