@@ -60,7 +60,15 @@ from .models import (
 from .paths import id_forms, resolve_path, suggest_ids
 from .provenance import provenance
 from .sessions import FileSessionStore, InMemorySessionStore
-from .stores.base import WHOLE_COLLECTION, CollectionInfo, ScoredId, SessionStore, TreeStore, VectorStore
+from .stores.base import (
+    WHOLE_COLLECTION,
+    CollectionInfo,
+    ScoredId,
+    SessionStore,
+    TreeStore,
+    VectorStore,
+    staging_name,
+)
 from .stores.routing import RoutingVectorStore, open_vector_store
 from .stores.sqlite import SQLiteTreeStore
 from .textutil import copy_key, identifier_terms, keyword_query, more_suffix
@@ -1534,6 +1542,12 @@ class KnowledgeBase:
             interrupted = self._interrupted(info.name, stored=len(stored))
             notes = [interrupted] if interrupted else []
             notes += [fresh.advice] if fresh.advice and not (interrupted and not stored) else []
+            if staged := len(self.tree.mapping_hashes(staging_name(info.name))):
+                notes.append(f"a stopped --rebuild placed {staged} of {len(stored)} chunks in a new tree (the "
+                             "current one is kept until it finishes): kt build --rebuild resumes it")
+            if fallback := sum(1 for n in nodes if n.name_fallback):
+                notes.append(f"{fallback} category name(s) are offline stand-ins for LLM names that failed: "
+                             "kt build asks again")
             if gone:
                 first = next(iter(gone.values()))[0]
                 notes.append(f"{sum(map(len, gone.values()))} indexed file(s) gone from disk (e.g. {first}): "

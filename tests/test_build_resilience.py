@@ -167,7 +167,10 @@ def test_a_failed_rebuild_through_kt_keeps_what_browse_shows(store):
         failed = run_kt("build", "--builder", "llm", "--llm", SPECS["openai"], "--rebuild", "--no-cache",
                         "--store", str(store), env=env)
         browse_after = run_kt("browse", "--store", str(store), "--depth", "3", env=env).stdout
+        status = json.loads(run_kt("status", "--store", str(store), "--json", env=env).stdout)["collections"]
     assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert [c["name"] for c in status] == ["default"]  # the staged tree is no collection of its own
+    assert "a stopped --rebuild placed" in status[0]["advice"] and "kt build --rebuild resumes it" in status[0]["advice"]
     assert "Traceback" not in failed.stderr
     [line] = error_lines(failed.stderr)
     assert "the previous tree is kept" in line
@@ -309,6 +312,8 @@ def test_naming_failures_through_kt_say_how_many_and_the_rerun_retries_them(stor
         assert human.returncode == 0, human.stderr
         [note] = [line for line in human.stdout.splitlines() if "keep the offline builder's name" in line]
         assert "the next `kt build` asks the model for them again" in note
+        status = json.loads(run_kt("status", "--store", str(store), "--json", env=env).stdout)["collections"][0]
+        assert f"{note.split()[0]} category name(s) are offline stand-ins" in status["advice"]
         srv.reset()
         srv.set_faults({})
         done = run_kt(*args, "--json", env=env)
