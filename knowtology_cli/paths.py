@@ -123,19 +123,22 @@ def id_forms(raw: str) -> list[str]:
 def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -> str | None:
     """A hint naming real chunk ids close to ``wanted``, or None when nothing is close.
 
-    For ``doc#N`` ids: when the document exists, the range of its chunks; else documents whose path
-    ends with the one given (``guide.md`` for ``docs/guide.md``), equal but for case, or a typo away
-    (see :func:`suggest_paths`). Other ids: real ids a typo away.
+    A document's own id: the range of its chunks. For ``doc#N`` ids: when the document exists, the
+    range of its chunks; else documents whose path ends with the one given (``guide.md`` for
+    ``docs/guide.md``), equal but for case, or a typo away (see :func:`suggest_paths`). Other ids:
+    real ids a typo away.
     """
-    match = _NUMBERED.fullmatch(wanted)
-    if not match:
-        close = sorted((edits, real) for real in ids if (edits := _typo_of(wanted, real)) is not None)
-        return _did_you_mean([real for _, real in close][:limit])
-    doc, index = match.group(1), int(match.group(2))
     chunks: dict[str, list[int]] = {}
     for real in ids:
         if numbered := _NUMBERED.fullmatch(real):
             chunks.setdefault(numbered.group(1), []).append(int(numbered.group(2)))
+    match = _NUMBERED.fullmatch(wanted)
+    if not match and wanted in chunks:  # a document's id: its chunks are read one by one
+        return f"{wanted!r} is a document: read its chunks, #{min(chunks[wanted])} to #{max(chunks[wanted])}"
+    if not match:
+        close = sorted((edits, real) for real in ids if (edits := _typo_of(wanted, real)) is not None)
+        return _did_you_mean([real for _, real in close][:limit])
+    doc, index = match.group(1), int(match.group(2))
     if doc in chunks:
         return f"{doc!r} has chunks #{min(chunks[doc])} to #{max(chunks[doc])}"
     key, ranked = doc.casefold(), []

@@ -147,6 +147,7 @@ def test_unknown_ids_hint_real_ids_near_them() -> None:
     assert suggest_ids("guide/config.rst#1", IDS) == "did you mean 'docs/guide/Config.rst#1'?"
     assert suggest_ids("docs/guide/usgae.md#7", IDS) == "did you mean 'docs/guide/usage.md#0'?"  # no #7 there
     assert suggest_ids("faq-8", IDS) == "did you mean 'faq-7'?"
+    assert suggest_ids("docs/guide/usage.md", IDS) == "'docs/guide/usage.md' is a document: read its chunks, #0 to #3"
     assert suggest_ids("changelog.md#1", IDS) is None
     assert suggest_ids("zzz", IDS) is None
 
