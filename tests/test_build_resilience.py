@@ -63,11 +63,15 @@ def run_kt(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def snapshot(cli, store: Path) -> tuple[dict, dict]:
-    """What `kt status` and `kt browse --depth 3` show (the tree every reader sees)."""
+    """What `kt status` and `kt browse --depth 3` show (the tree every reader sees); status advice
+    aside, which says when a stopped rebuild waits to be resumed."""
     status = cli("status", "--store", store, "--json")
     browse = cli("browse", "--store", store, "--depth", "3", "--json")
     assert status.exit_code == 0 and browse.exit_code == 0, status.output + browse.output
-    return json.loads(status.stdout), json.loads(browse.stdout)
+    report = json.loads(status.stdout)
+    for row in report["collections"]:
+        row.pop("advice")
+    return report, json.loads(browse.stdout)
 
 
 def error_lines(stderr: str) -> list[str]:
