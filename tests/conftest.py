@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,17 @@ def tree(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TreeStore]:
         store = PostgresTreeStore(request.getfixturevalue("pg_dsn"))
     yield store
     store.close()
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LLM retries without waiting between attempts (the attempts themselves are real HTTP calls)."""
+    monkeypatch.setattr("knowtology_cli.llm.base.LLMClient._backoff", lambda self, attempt, retry_after: 0.0)
+
+
+def point_llm_at(monkeypatch: pytest.MonkeyPatch, srv: Any, key: str) -> None:
+    """Both SDKs' base URLs at the loopback fake server ``srv``, with ``key`` as their API key."""
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.anthropic_base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import KT
+from conftest import KT, point_llm_at
 
 from knowtology_cli.testing.fake_llm import FakeLLMServer
 
@@ -35,10 +35,7 @@ def status(cli, store: Path) -> dict:
 
 
 def point_at(monkeypatch: pytest.MonkeyPatch, srv: FakeLLMServer) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.anthropic_base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
+    point_llm_at(monkeypatch, srv, SENTINEL)
 
 
 @pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])

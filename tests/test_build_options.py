@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import point_llm_at
 
 from knowtology_cli.config import load_settings
 from knowtology_cli.stores.sqlite import SQLiteTreeStore
@@ -25,17 +26,9 @@ def store(sample_store: Path, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retries without waiting between attempts (the attempts themselves still time out for real)."""
-    monkeypatch.setattr("knowtology_cli.llm.base.LLMClient._backoff", lambda self, attempt, retry_after: 0.0)
-
 
 def point_at(monkeypatch: pytest.MonkeyPatch, srv: FakeLLMServer) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.anthropic_base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
+    point_llm_at(monkeypatch, srv, SENTINEL)
 
 
 def status(cli, store: Path) -> dict:

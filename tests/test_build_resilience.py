@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import KT
+from conftest import KT, point_llm_at
 
 from knowtology_cli.stores.sqlite import SQLiteTreeStore
 from knowtology_cli.testing.fake_llm import FakeLLMServer
@@ -32,17 +32,9 @@ def store(sample_store: Path, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retries without waiting between attempts (the attempts themselves are real HTTP calls)."""
-    monkeypatch.setattr("knowtology_cli.llm.base.LLMClient._backoff", lambda self, attempt, retry_after: 0.0)
-
 
 def point_at(monkeypatch: pytest.MonkeyPatch, srv: FakeLLMServer) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.anthropic_base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
+    point_llm_at(monkeypatch, srv, SENTINEL)
 
 
 def kt_env(srv: FakeLLMServer | None = None, **extra: str) -> dict[str, str]:
