@@ -1311,7 +1311,7 @@ class KnowledgeBase:
             raise ArgumentError("no chunk ids given", hint=NO_IDS_HINT)
         pending = self._pending_ids(name)
         chunks = {c.chunk_id: c for c in self.vectors.get(name, ids) if c.chunk_id not in pending}
-        if forms := {i: id_forms(i) for i in ids if i not in chunks and id_forms(i) != [i]}:
+        if forms := {i: meant for i in ids if i not in chunks and (meant := id_forms(i)) != [i]}:
             # ids copied with their brackets or quotes, or several in one string: read as meant
             wanted = [f for found in forms.values() for f in found]
             chunks |= {c.chunk_id: c for c in self.vectors.get(name, wanted) if c.chunk_id not in pending}

@@ -99,11 +99,7 @@ def resolve_path(wanted: str, paths: Sequence[str], *, collection: str, original
         listed = ", ".join(repr(p) for p in sorted(matches))
         raise NotFoundError(f"{shown!r} matches several categories in collection {collection!r}: {listed}",
                             hint="give the path with its exact letter case")
-    suggestions = suggest_paths(wanted, paths)
-    if suggestions:
-        hint = "did you mean " + " or ".join(repr(p) for p in suggestions) + "?"
-    else:
-        hint = BROWSE_HINT if paths else EMPTY_MAP_HINT
+    hint = _did_you_mean(suggest_paths(wanted, paths)) or (BROWSE_HINT if paths else EMPTY_MAP_HINT)
     raise NotFoundError(f"no category {shown!r} in collection {collection!r}", hint=hint)
 
 
@@ -156,4 +152,5 @@ def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -
 
 
 def _did_you_mean(candidates: Sequence[str]) -> str | None:
+    """``did you mean 'a' or 'b'?`` naming ``candidates``; None when there are none."""
     return "did you mean " + " or ".join(repr(c) for c in candidates) + "?" if candidates else None

@@ -10,7 +10,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -95,6 +95,12 @@ class CallPool:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.shutdown(wait=exc_type is None)  # interrupted: calls in flight are abandoned
+
+
+def answered(futures: Iterable[Future[T]]) -> list[T]:
+    """The results of the calls that came back without an error (the rest are still in flight,
+    cancelled or failed): after an interrupt, what to log so a re-run is not charged again."""
+    return [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from ..errors import BuildError
 from ..llm.base import LLMContextOverflowError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
-from .calls import CallLog, CallOutcome, CallPool, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, answered, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
 from .prompts import (
@@ -545,11 +545,9 @@ class NodeNamer:
                     self.message(f"naming: {len(self.outcomes)} calls ({self.cached} cached) · {u[0]:,} tokens in / "
                                  f"{u[1]:,} out")
             except BaseException:  # interrupted: log the calls that came back, so a re-run is not charged again
-                for future in futures:
-                    if future.done() and not future.cancelled() and future.exception() is None:
-                        k, outcome = future.result()
-                        if k not in logged:
-                            self.log.record(outcome)
+                for k, outcome in answered(futures):
+                    if k not in logged:
+                        self.log.record(outcome)
                 raise
         return results
 

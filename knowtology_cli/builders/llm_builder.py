@@ -22,7 +22,7 @@ from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
-from .calls import CallLog, CallOutcome, CallPool, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, answered, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, name_tree
 from .context import StoreSet
 from .hybrid import NamingParams, redescribe_changed
@@ -571,9 +571,8 @@ class LLMTreeBuilder:
         except BaseException:
             self.cancel.set()
             pool.shutdown(wait=False)  # interrupted: calls in flight are abandoned, not waited for
-            for fut in in_flight:  # replies that came back are logged, so a re-run is not charged again
-                if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    self.log.record(fut.result())
+            for outcome in answered(in_flight):  # replies that came back are logged: a re-run is not charged again
+                self.log.record(outcome)
             raise
         pool.shutdown(wait=True)
         self.stop_note = ""

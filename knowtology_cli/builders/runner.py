@@ -346,7 +346,8 @@ def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] |
 
     A new name that a sibling already has (or gets) is not taken, nor one that only reorders the old
     name's words or adds to them (the old name still says what the node holds, and a map people
-    have learnt keeps its names); the node keeps its name and gets the new description. Stale nodes are then recorded as named for their current members.
+    have learnt keeps its names); the node keeps its name and gets the new description. Stale nodes
+    are then recorded as named for their current members.
     """
     from .cluster import name_tree  # deferred: keeps kt status fast
     from .terms import name_words  # deferred: as name_tree
