@@ -100,6 +100,9 @@ def _noop_message(text: str) -> None:
     return None
 
 
+#: Unknown ids in one read that get a hint of their own (the document's chunk range, a close id).
+MAX_MISSING_HINTS = 5
+
 #: The most candidates a search reads to find ``k`` different texts among copies.
 FOLD_LIMIT = 1000
 
@@ -1317,13 +1320,16 @@ class KnowledgeBase:
             chunks |= {c.chunk_id: c for c in self.vectors.get(name, wanted) if c.chunk_id not in pending}
             ids = [f for i in ids for f in (forms[i] if i in forms and set(forms[i]) <= chunks.keys() else [i])]
         unknown = list(dict.fromkeys(i for i in ids if i not in chunks))
-        if unknown and not chunks:
+        hints: dict[str, str] = {}
+        if unknown:
             self._require_collection(name)
             real = [i for i in self.vectors.fingerprints(name) if i not in pending]
+            hints = {i: hint for i in unknown[:MAX_MISSING_HINTS] if (hint := suggest_ids(i, real))}
+        if unknown and not chunks:
             raise NotFoundError(
                 f"no chunk {unknown[0]!r} in collection {name!r}"
                 + (f" (+{len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""),
-                hint=suggest_ids(unknown[0], real) or MISSING_HINT,
+                hint=hints.get(unknown[0], MISSING_HINT),
             )
         ids = [i for i in ids if i in chunks]  # the others are named in `missing`
         if context < 0:
@@ -1372,7 +1378,8 @@ class KnowledgeBase:
                 newly.append(chunk_id)
         if newly:
             self.sessions.mark_read(session_name, name, newly)
-        return ReadResult(collection=name, session=session_name, chunks=out, missing=unknown)
+        return ReadResult(collection=name, session=session_name, chunks=out, missing=unknown,
+                          missing_hints=hints)
 
     def read_history(self, *, collection: str | None = None, session: str | None = None) -> list[str]:
         """Chunk ids read so far in the session (oldest first)."""

@@ -185,6 +185,8 @@ class ReadResult(Record):
     chunks: list[ReadChunk] = Field(default_factory=list)
     #: requested ids the collection does not hold (a file renamed or removed since, a mistyped id)
     missing: list[str] = Field(default_factory=list)
+    #: for a missing id with a likely meaning: the hint naming it (the document's chunk range, a close id)
+    missing_hints: dict[str, str] = Field(default_factory=dict)
 
 
 class IngestReport(Record):

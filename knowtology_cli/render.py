@@ -93,7 +93,8 @@ def read_text(result: ReadResult, *, context: bool = False, missing_hint: str = 
 
     The header cites the source: ``file.md:120-164`` (lines) or ``file.pdf:p3-4`` (pages) for
     document chunks, ``file#index`` otherwise; then `` — `` and the section's title path. Ids the
-    collection does not hold end the text with ``missing_hint`` (the agent tools pass theirs).
+    collection does not hold end the text: each with its own hint when one names what was likely
+    meant, the others with ``missing_hint`` (the agent tools pass theirs).
     """
     blocks = []
     for c in result.chunks:
@@ -113,6 +114,8 @@ def read_text(result: ReadResult, *, context: bool = False, missing_hint: str = 
         else:
             title = f" — {c.title}" if c.title else ""
             blocks.append(f"[{c.chunk_id}] {where} · {source}{title}\n{c.text}")
-    if result.missing:
-        blocks.append(f"(not found: {', '.join(result.missing)} — {missing_hint})")
+    generic = [i for i in result.missing if i not in result.missing_hints]
+    blocks.extend(f"(not found: {i} — {hint})" for i, hint in result.missing_hints.items())
+    if generic:
+        blocks.append(f"(not found: {', '.join(generic)} — {missing_hint})")
     return "\n\n".join(blocks)

@@ -134,6 +134,20 @@ def test_read_returns_the_ids_it_has_and_names_the_others(cli, built_store: Path
     assert "(not found: gone.md#3 — its file was renamed or removed at an ingest" in human.stdout
 
 
+def test_partial_read_names_what_a_missing_id_likely_meant(cli, built_store: Path) -> None:
+    """Among ids that were found, an unknown one a step from a real one gets its own hint (the
+    document's range of chunks), as it does when read alone; a hopeless one keeps the generic hint."""
+    some = _json(cli("grep", "refund", "--store", built_store, "--json"))["hits"][0]["chunk_id"]
+    doc = some.rsplit("#", 1)[0]
+    result = _json(cli("read", some, f"{doc}#999", "nope#1", "--store", built_store, "--json", "--force"))
+    assert result["missing"] == [f"{doc}#999", "nope#1"]
+    assert result["missing_hints"][f"{doc}#999"].startswith(f"{doc!r} has chunks #0 to #")
+    assert "nope#1" not in result["missing_hints"]
+    human = cli("read", some, f"{doc}#999", "nope#1", "--store", built_store, "--force").stdout
+    assert f"(not found: {doc}#999 — {doc!r} has chunks #0 to #" in human
+    assert "(not found: nope#1 — its file was renamed or removed at an ingest" in human
+
+
 def test_malformed_jsonl_changes_nothing(cli, built_store: Path, tmp_path: Path) -> None:
     before = cli("status", "--store", built_store, "--json").stdout
     bad = tmp_path / "bad.jsonl"
