@@ -25,8 +25,11 @@ demo: $(STAMP)
 	bash scripts/demo.sh
 
 # lint first: CI fails on a lint or type error before it spends time on the tests
+# the suite runs on every core up to four (pytest-xdist), each test file on one worker so that its
+# module fixtures are built once; TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= auto
 test: $(STAMP) browser lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 # The HTML export's browser test drives Chromium through ChromeDriver. When they are missing and
 # apt-get can run as root (CI, a Debian/Ubuntu box) install the OS packages; otherwise that test

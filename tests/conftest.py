@@ -19,6 +19,11 @@ KT = str(Path(sys.executable).parent / "kt")
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 os.environ.setdefault("LANCE_LOG", "error")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist gives its workers COLUMNS=80 and LINES=24; `kt` run by a test would then cut its
+    # lines to 80 columns where a serial run (a pipe, no COLUMNS) never cuts them
+    for _size in ("COLUMNS", "LINES"):
+        os.environ.pop(_size, None)
 
 
 @pytest.fixture(autouse=True)
