@@ -93,7 +93,7 @@ def test_rst_overline_titles_roles_and_directives() -> None:
     heading = found[0][1]
     assert (heading.kind, heading.text, heading.start, heading.end) == ("heading", "# Billing Handbook", 5, 7)
     intro = found[1][1]
-    assert intro.text == ("The billing service charges orders --- see capture and\n"
+    assert intro.text == ("The `billing` service charges orders --- see `capture` and\n"
                           "the refund rules. Product names come from Northwind Pantry.")
     assert (intro.start, intro.end) == (9, 10)
     texts = [b.text for _, b in found]
@@ -145,7 +145,7 @@ def test_rst_roles_keep_placeholders_and_conditions_and_paths_are_no_text() -> N
                 b":variable:`CMAKE_CXX_FLAGS <CMAKE_<LANG>_FLAGS>`.\n\n.. only:: html\n\n   Shown on the web.\n\n"
                 b".. cmake-module:: ../../Modules/FindBoost.cmake\n", name="opts.rst")
     assert [b.text for _, b in blocks(doc)][1:] == [
-        "See IMPORTED_LOCATION_<CONFIG>, $<LINK_ONLY:...> and CMAKE_CXX_FLAGS.", "Shown on the web."]
+        "See `IMPORTED_LOCATION_<CONFIG>`, `$<LINK_ONLY:...>` and `CMAKE_CXX_FLAGS`.", "Shown on the web."]
     stub = parse(b"FindBoost\n---------\n\n.. cmake-module:: ../../Modules/FindBoost.cmake\n", name="FindBoost.rst")
     assert [b.kind for _, b in blocks(stub)] == ["heading"]
 
@@ -176,7 +176,7 @@ def test_rst_inline_literals_read_as_markdown_code_spans() -> None:
     """````code```` reads as ```code```, as a Markdown source writes it, so grep and read show both
     formats alike: in text, headings (the title path keeps the words), tables and definition terms;
     ````code```` written inside bold (which reST leaves literal) too, wrapped once; a literal holding
-    a backtick in a longer run; a role shows its text alone."""
+    a backtick in a longer run; a code role (``:func:``) is a code span too, as MyST and Sphinx show it."""
     from knowtology_cli.parsers.markdown import parse_markdown
     from knowtology_cli.parsers.rst import parse_rst
 
@@ -185,10 +185,10 @@ def test_rst_inline_literals_read_as_markdown_code_spans() -> None:
                     "=======  =====\nKey      Value\n=======  =====\n``ab``   one\n=======  =====\n\n"
                     "``timeout``\n    Seconds to wait.\n")
     assert [(s.titles, [b.text for b in s.blocks]) for s in doc.sections] == [
-        (("Setup",), ["# Setup", "Set `DEBUG = True` with configure.", "Edit `settings.py` and mind ``a`b``."]),
+        (("Setup",), ["# Setup", "Set `DEBUG = True` with `configure`.", "Edit `settings.py` and mind ``a`b``."]),
         (("Setup", "name option"), ["## `name` option", "| Key | Value |\n| --- | --- |\n| `ab` | one |",
                                     "`timeout`: Seconds to wait."])]
-    markdown = parse_markdown("# Setup\n\nSet `DEBUG = True` with configure.\n")
+    markdown = parse_markdown("# Setup\n\nSet `DEBUG = True` with `configure`.\n")
     assert [b.text for b in markdown.sections[0].blocks] == [b.text for b in doc.sections[0].blocks][:2]
 
 
@@ -284,7 +284,7 @@ def test_rst_include_reads_fragments_inside_the_folder_only(tmp_path: Path) -> N
                     ".. include:: loop.rst\n\n.. include:: <isonum.txt>\n\nCopyright |copy| 2024.\n")
     doc = parse(page, root=root)
     found = {b.text: (b.start, b.end) for _, b in blocks(doc)}
-    assert found["The find_file command searches CMAKE_PREFIX_PATH."] == (6, 6)
+    assert found["The find_file command searches `CMAKE_PREFIX_PATH`."] == (6, 6)
     assert found["Order text under find_file."] == (6, 6)
     assert found["Own text."] == (8, 8)
     assert found["Shared root note."] == (12, 12)
@@ -758,7 +758,7 @@ def test_html_api_reference_lists_marks_and_example_variants() -> None:
     text = [b.text for s in page.sections for b in s.blocks]
     assert text == [
         "### assert(value[, message])",
-        "- value <any>\n- message <string> | <Error>\n- depth <integer>",
+        "- `value` <any>\n- `message` <string> | <Error>\n- `depth` <integer>",
         "## Class: Hash",
         "Examples of readable streams include:",
         "- HTTP responses\n- fs read streams\n- zlib streams",
@@ -785,8 +785,8 @@ def test_html_docbook_navigation_bars_go_and_a_table_of_names_and_addresses_stay
         "<td><a href='c.html'>Next</a></td></tr></table></div></body>")
     text = [b.text for s in page.sections for b in s.blocks]
     assert text == ["# 3. Contributors",
-                    "| Ada Byron <ada at example.org> |\n| Alan Turing <alan at example.org> |\n"
-                    "| Grace Hopper <grace at example.org> |",
+                    "| Ada Byron `<ada at example.org>` |\n| Alan Turing `<alan at example.org>` |\n"
+                    "| Grace Hopper `<grace at example.org>` |",
                     "```\n<mime-info>\n```"]
 
 
@@ -814,7 +814,7 @@ def test_html_texinfo_navigation_bars_and_index_letter_bars_go() -> None:
         "[<a href='Index.html' title='Index' rel='index'>Index</a>]</p>\n</div>\n</div></body></html>")
     assert [(b.kind, b.text) for s in six.sections for b in s.blocks] == [
         ("heading", "### 2.1 Types"), ("text", "A widget has a type; see Calls for how to use it."),
-        ("list", "wt_int:\n  An integer."), ("list", "- wt_big1")]
+        ("list", "`wt_int`:\n  An integer."), ("list", "- `wt_big`1")]
     seven = parse_html(
         "<html><head><meta name='Generator' content='texi2any'></head><body lang='en'>"
         "<div class='appendix-level-extent' id='Index'><div class='nav-panel'><p>\nPrevious: <a href='Calls.html' "
@@ -914,14 +914,14 @@ def test_html_rustdoc_methods_are_sections_and_its_furniture_goes() -> None:
         ((*impl, "pub fn new() -> Self", "Examples"), "##### Examples"),
         ((*impl, "pub fn new() -> Self", "Examples"), "```rust\nlet t = Tally::new();\n```"),
         (skip, "#### " + skip[-1]),
-        (skip, "🔬 This is a nightly-only experimental API. (tally_skip #7)"),
-        (skip, "Skips n items."),
+        (skip, "🔬 This is a nightly-only experimental API. (`tally_skip` #7)"),
+        (skip, "Skips `n` items."),
         ((*skip, "Examples"), "##### Examples"),
         ((*skip, "Examples"), "```rust\nt.skip(2);\n```"),
         (clone[:2], "## Trait Implementations"),
         (clone[:3], "### impl Clone for Tally"),
         (clone, "#### fn clone(&self) -> Tally"),
-        (clone, "Returns a copy of the Tally."),
+        (clone, "Returns a copy of the `Tally`."),
     ]
 
 
@@ -954,7 +954,7 @@ def test_html_pointers_marks_and_phrases_read_as_a_browser_shows_them() -> None:
         "<details><summary><h3>Options</h3></summary><p>All off by default.<a href='#r1'>↩</a></p></details></main>")
     assert [(s.titles, b.text) for s in page.sections for b in s.blocks] == [
         (("Tides",), "## Tides"), (("Tides",), "How the moon pulls the sea."),
-        (("Tides",), "Use createHook, not AsyncHook."), (("Tides",), "Added in: v1.0 Deprecated since: v2.0"),
+        (("Tides",), "Use `createHook`, not `AsyncHook`."), (("Tides",), "Added in: v1.0 Deprecated since: v2.0"),
         (("Tides", "Options"), "### Options"), (("Tides", "Options"), "All off by default."),
     ]
 
@@ -1040,7 +1040,7 @@ def test_rst_python_roles_do_not_show_their_leading_dot() -> None:
     from knowtology_cli.parsers.rst import parse_rst
 
     doc = parse_rst("Lifecycle\n=========\n\nThis calls :meth:`.Flask.wsgi_app` and reads :file:`.bashrc`.\n")
-    assert doc.sections[0].blocks[-1].text == "This calls Flask.wsgi_app and reads .bashrc."
+    assert doc.sections[0].blocks[-1].text == "This calls `Flask.wsgi_app` and reads `.bashrc`."
 
 
 MYST = """(intro)=
@@ -1314,3 +1314,28 @@ def test_rst_list_items_with_nothing_in_them_keep_their_marker() -> None:
     """``7.`` alone on a line is an empty enumerated item to docutils; its text is not lost."""
     doc = parse("Title\n=====\n\nrefund.\n\n7.\n\n8. Eight\n\n9.\n", name="a.rst")
     assert [b.text for s in doc.sections for b in s.blocks][1:] == ["refund.", "7.\n8. Eight\n9."]
+
+
+def test_code_roles_and_code_elements_read_as_code_spans_in_every_format() -> None:
+    """A reader sees code as code whatever the source format: reST's code roles (``:func:``,
+    ``:code:``, ``:envvar:``, ``:kbd:``) and MyST's read as Markdown code spans, word roles
+    (``:term:``, ``:ref:``) as words; HTML's ``<code>``/``<tt>``/``<samp>``/``<kbd>`` likewise, with
+    the code of a ``<pre>`` as written and a heading's title path in plain words."""
+    from knowtology_cli.parsers.html import parse_html
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    rst = parse_rst("Run\n===\n\nCall :py:func:`open`, set :envvar:`HOME` with :code:`x = 1`, press :kbd:`Ctrl-C`; "
+                    "see :term:`shell` and :ref:`the guide <guide>`.\n")
+    myst = parse_markdown("---\nmyst: {}\n---\n# Run\n\nCall {py:func}`open`, set {envvar}`HOME` with {code}`x = 1`, "
+                          "press {kbd}`Ctrl-C`; see {term}`shell` and {ref}`the guide <guide>`.\n", name="run.md")
+    said = "Call `open`, set `HOME` with `x = 1`, press `Ctrl-C`; see shell and the guide."
+    assert rst.sections[0].blocks[-1].text == said
+    assert myst.sections[0].blocks[-1].text == said
+    page = parse_html("<html><body><h2>The <code>open()</code> call</h2><p>See <code class='xref'>"
+                      "<span class='pre'>click.echo()</span> <span class='pre'>x</span></code>, <tt>argv</tt>, "
+                      "<samp>out</samp> and <code> sp </code>end.</p><pre><code>a = `b`</code></pre>"
+                      "<ul><li><code>item</code> one</li></ul></body></html>")
+    assert [(s.titles, [b.text for b in s.blocks]) for s in page.sections] == [
+        (("The open() call",), ["## The `open()` call", "See `click.echo() x`, `argv`, `out` and `sp` end.",
+                                "```\na = `b`\n```", "- `item` one"])]

@@ -9,7 +9,7 @@ from typing import Any
 import lxml.html
 
 from .base import Block, Document, Section, parser_version
-from .inline import flow, table_text
+from .inline import code_span, flow, plain_spans, table_text
 
 DROPPED_TAGS = frozenset({
     "script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea",
@@ -82,6 +82,8 @@ _BLOCK_EDGES = re.compile("\n*(?:\u2029\n*)+")
 #: HTML's embedded content: standing between blocks, it fills one of its own.
 _EMBEDDED = frozenset({"audio", "canvas", "embed", "iframe", "img", "math", "object", "picture", "svg", "video"})
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+#: Inline elements that hold code (HTML's ``<code>``, ``<samp>``, ``<kbd>``; the old ``<tt>``).
+_INLINE_CODE = ("code", "tt", "samp", "kbd")
 _BLOCK_TAGS = frozenset({_REMOVED, "p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
@@ -291,6 +293,24 @@ def _content_root(doc: Any) -> tuple[Any, bool]:
         return articles[0], False
     body = doc.find(".//body")
     return (body if body is not None else doc), True
+
+
+def _mark_code(root: Any) -> None:
+    """Write each inline code element (``<code>``, ``<tt>``, ``<samp>``, ``<kbd>``; not those in a
+    ``<pre>``) as a Markdown code span, as Markdown and reST sources read: ``fopen()`` -> ```fopen()```.
+    Its spaces stay outside the span; one holding a backtick or nothing is left as it is."""
+    for el in list(root.iter(*_INLINE_CODE)):
+        if any(_tag(up) in _INLINE_CODE or _tag(up) == "pre" for up in el.iterancestors()):
+            continue
+        text = el.text_content()
+        core = text.strip()
+        if not core or "`" in core:
+            continue
+        if len(el):  # children (Sphinx's <span class="pre"> words, a link) keep their place
+            el.text = "`" + (el.text or "").lstrip()
+            el[-1].tail = (el[-1].tail or "").rstrip() + "`"
+        else:
+            el.text = text[: len(text) - len(text.lstrip())] + code_span(core) + text[len(text.rstrip()):]
 
 
 def _text(el: Any) -> str:
@@ -514,6 +534,7 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
         named = generator.languages.intersection((pre.get("class") or "").split())
         if named:
             pre.set("class", f"{pre.get('class')} language-{min(named)}")
+    _mark_code(root)
     raw: list[tuple[tuple[str, ...], str, int, str, tuple[int, ...]]] = []
     stack: list[tuple[int, str]] = []
     pending: list[tuple[str, int, bool]] = []  # text, source line, whether a phrase element's
@@ -568,7 +589,7 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
                 return
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, text))
+            stack.append((level, plain_spans(text)))
             raw.append((titles(), "#" * level + " " + text, line, "heading", ()))
         elif tag == "summary" and next(el.iter(*_HEADINGS), None) is not None:
             walk(el, line)  # a details' heading (HTML allows one in its summary): rustdoc's signatures

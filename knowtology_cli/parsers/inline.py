@@ -32,6 +32,16 @@ def code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+#: A code span as `code_span` writes one: its backtick run, an optional pad, the code, the same run.
+_CODE_SPAN = re.compile(r"(?<!`)(`+) ?(.+?) ?\1(?!`)")
+
+
+def plain_spans(text: str) -> str:
+    """``text`` with its code spans as their bare code (a title path shows ``The Flask object``
+    for the heading ``The `Flask` object``, as Markdown sources' titles do)."""
+    return _CODE_SPAN.sub(r"\2", text)
+
+
 def strip_tags(fragment: str) -> str:
     """Text of an HTML fragment embedded in another format (entities decoded, tags and comments gone)."""
     return html.unescape(_TAG.sub(" ", fragment))

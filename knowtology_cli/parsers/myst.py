@@ -14,12 +14,12 @@ from .sphinx import (
     ADMONITIONS,
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
-    CROSS_REFERENCE_ROLES,
     DOCSTRING_DIRECTIVES,
     LABELS,
     MYST_TARGET,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
+    WORD_ROLES,
     Titles,
     code_language,
     cross_reference,
@@ -44,9 +44,6 @@ _OPTION = re.compile(r"[ \t]*:([\w-]+):(?:[ \t]+(.*?))?[ \t]*")
 _TARGET = re.compile(rf"^[ \t]*{MYST_TARGET}[ \t]*$", re.M)
 #: A target (``(label)=``), a comment (``% text``) or a block break (``+++``): no text.
 _NO_TEXT = re.compile(rf"[ \t]*(?:{MYST_TARGET}|%.*|\+\+\+.*)")
-#: Roles whose text is words, not code: cross-references, glossary terms and inline markup.
-_WORD_ROLES = CROSS_REFERENCE_ROLES | {"term", "abbr", "dfn", "guilabel", "menuselection", "sub", "sup",
-                                       "pep", "rfc", "sub-ref", "index"}
 #: Directives that hold the page's text under a title (their argument) or none: tabs, cards, grids.
 _CONTAINERS = frozenset({"admonition", "dropdown", "tab-set", "tab-item", "tabbed", "card", "grid",
                          "grid-item", "grid-item-card", "div", "container", "sidebar", "margin", "topic",
@@ -82,7 +79,7 @@ def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None)
     if base in ("pep", "rfc") and text.strip().isdigit():
         return f"{base.upper()} {text.strip()}"
     shown = show_role(name, text, titles)
-    return shown if base in _WORD_ROLES else f"`{shown}`"
+    return shown if base in WORD_ROLES else f"`{shown}`"
 
 
 def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:

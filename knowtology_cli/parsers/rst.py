@@ -26,6 +26,7 @@ from .sphinx import (
     LABELS,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
+    WORD_ROLES,
     Titles,
     code_language,
     html_build_shows,
@@ -35,6 +36,8 @@ from .sphinx import (
     version_label,
 )
 
+#: The role's name leading interpreted text: ``:py:func:`` of ``:py:func:`parse```.
+_ROLE_NAME = re.compile(r":([\w:.+-]+):`")
 #: A ``class`` argument that is a description's signature, not a style class name.
 _SIGNATURE = re.compile(r"[(.A-Z]")
 #: What docutils reports when a block's indentation fits no reST structure (a line indented right
@@ -502,12 +505,18 @@ def render(node: Any) -> str:
     return node.astext().strip() if isinstance(node, nodes.Text) else ""
 
 
+def _shows_code(rawsource: str) -> bool:
+    """Whether interpreted text (``:func:`parse```, ``:code:`x```) is a role that shows code."""
+    role = _ROLE_NAME.match(rawsource)
+    return role is not None and role.group(1).rsplit(":", 1)[-1].lower() not in WORD_ROLES
+
+
 def _text(node: Any) -> str:
     """The text of an element of inline content, each inline literal (````x````) a Markdown code span
-    (```x```), as Markdown sources show theirs; roles show their text (`show_role`)."""
+    (```x```), as Markdown sources show theirs; roles show their text (`show_role`), a code span when the role shows code (`WORD_ROLES`)."""
     if node.tagname == "#text":
         return str(node.astext())
-    if node.tagname == "literal" and node.rawsource.startswith("``"):
+    if node.tagname == "literal" and (node.rawsource.startswith("``") or _shows_code(node.rawsource)):
         return code_span(node.astext())
     return "".join(_text(child) for child in node.children)
 

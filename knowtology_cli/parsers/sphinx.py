@@ -31,6 +31,11 @@ DOCSTRING_DIRECTIVES = frozenset({"automodule", "autoclass", "autoexception", "a
                                   "autonewvarattribute", "autosummary"})
 #: Sphinx's roles that point at a document or a labelled section, shown with the target's title.
 CROSS_REFERENCE_ROLES = frozenset({"doc", "ref", "numref", "download"})
+#: Roles whose text is words, not code: cross-references, glossary terms and inline markup. Every
+#: other role (``func``, ``class``, ``envvar``, ``file``, ``kbd`` …) shows code, as Sphinx's HTML
+#: renders it, and reads as a Markdown code span in both reST and MyST.
+WORD_ROLES = CROSS_REFERENCE_ROLES | {"term", "abbr", "dfn", "guilabel", "menuselection", "sub", "sup",
+                                      "pep", "rfc", "sub-ref", "index"}
 #: Roles of Sphinx's Python domain, whose target may start with ``.`` (look in the current module
 #: first): the dot is not shown.
 PYTHON_ROLES = frozenset({"mod", "func", "data", "const", "class", "meth", "attr", "exc", "obj", "type"})
