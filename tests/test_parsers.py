@@ -1339,3 +1339,21 @@ def test_code_roles_and_code_elements_read_as_code_spans_in_every_format() -> No
     assert [(s.titles, [b.text for b in s.blocks]) for s in page.sections] == [
         (("The open() call",), ["## The `open()` call", "See `click.echo() x`, `argv`, `out` and `sp` end.",
                                 "```\na = `b`\n```", "- `item` one"])]
+
+
+def test_myst_unknown_directives_holding_code_read_as_code_blocks() -> None:
+    """An extension's directive the reader does not know (``{click:example}``) shows its content:
+    as a code block when it is code, judged as the reST reader judges one (mostly no words), and as
+    text when it is prose, a list or a table."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+
+    doc = parse_markdown("---\nmyst: {}\n---\n# Run\n\n```{click:example}\nimport click\n\n@click.command()\n"
+                         "def hello():\n    click.echo('Hello World!')\n```\n\n:::{click:run}\n"
+                         "invoke(hello, args=['--help'])\n:::\n\n```{custom-thing}\nSome words about `hello` here.\n"
+                         "```\n\n```{custom-list}\n- a\n- b\n```\n\n```{custom-table}\n| a | b |\n| - | - |\n```\n",
+                         name="run.md")
+    assert [(b.kind, b.text) for s in doc.sections for b in s.blocks] == [
+        ("heading", "# Run"),
+        ("code", "```\nimport click\n\n@click.command()\ndef hello():\n    click.echo('Hello World!')\n```"),
+        ("code", "```\ninvoke(hello, args=['--help'])\n```"),
+        ("text", "Some words about `hello` here."), ("list", "- a\n- b"), ("table", "| a | b |\n| - | - |")]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import code_language_of, read_fragment, select_lines
-from .inline import FENCE_LINE, closes_fence
+from .inline import CODE_WORD_SHARE, FENCE_LINE, closes_fence, word_share
 from .sphinx import (
     ADMONITIONS,
     CODE_DIRECTIVES,
@@ -44,6 +44,8 @@ _OPTION = re.compile(r"[ \t]*:([\w-]+):(?:[ \t]+(.*?))?[ \t]*")
 _TARGET = re.compile(rf"^[ \t]*{MYST_TARGET}[ \t]*$", re.M)
 #: A target (``(label)=``), a comment (``% text``) or a block break (``+++``): no text.
 _NO_TEXT = re.compile(rf"[ \t]*(?:{MYST_TARGET}|%.*|\+\+\+.*)")
+#: Lines that open a Markdown block of few words: a table row, a fence, a directive, a list item.
+_MARKDOWN_BLOCK = re.compile(r"[ \t]*(?:\||`{3,}|~{3,}|:{3,}|[-*+][ \t]|\d{1,9}[.)][ \t])")
 #: Directives that hold the page's text under a title (their argument) or none: tabs, cards, grids.
 _CONTAINERS = frozenset({"admonition", "dropdown", "tab-set", "tab-item", "tabbed", "card", "grid",
                          "grid-item", "grid-item-card", "div", "container", "sidebar", "margin", "topic",
@@ -80,6 +82,16 @@ def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None)
         return f"{base.upper()} {text.strip()}"
     shown = show_role(name, text, titles)
     return shown if base in WORD_ROLES else f"`{shown}`"
+
+
+def _holds_code(body: list[str]) -> bool:
+    """Whether an unknown directive's content is code, not Markdown: mostly no words
+    (`inline.word_share`, as the reST reader judges one) and none of Markdown's own blocks that are
+    mostly no words either (a table's ``|`` rows, a fence, a nested directive, a list)."""
+    text = "\n".join(body)
+    if not text.strip() or any(_MARKDOWN_BLOCK.match(line) for line in body):
+        return False
+    return word_share(text) < CODE_WORD_SHARE
 
 
 def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:
@@ -254,6 +266,16 @@ class _Reader:
                     and not any(line.strip() for line in lines[start:stop]):
                 for j in range(start - 1, min(stop + 1, len(lines))):  # an extension's directive with
                     self.add("", at(j))  # nothing to show but its argument ("{towncrier-draft-entries} main")
+                return stop + 1
+            if signature and _holds_code(lines[start:stop]):  # ```{click:example}: Python, shown as written
+                if argument:
+                    self.add(indent + roles(argument, self._titles(here)), head)
+                    self.add("", head)
+                fence = "````" if any("```" in line for line in lines[start:stop]) else "```"
+                self.add(indent + fence, head)
+                for j in range(start, stop):
+                    self.add(lines[j], at(j))
+                self.add(indent + fence, at(min(stop, len(lines) - 1)))
                 return stop + 1
         label = roles(label, self._titles(here))
         if label and titled and not signature and not label.endswith((":", ".", "!", "?")):

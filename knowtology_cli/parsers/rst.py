@@ -18,7 +18,7 @@ from .base import (
     read_fragment,
     select_lines,
 )
-from .inline import code_span, table_text
+from .inline import CLOSING, CODE_WORD_SHARE, OPENING, code_span, table_text, word_share
 from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
@@ -49,14 +49,6 @@ _INDENT_WARNINGS = ("Unexpected indentation.", "unexpected unindent.")
 #: directives) is reST its author wrote.
 _PLAIN_NODES = frozenset({"paragraph", "definition_list", "definition_list_item", "term", "classifier",
                           "definition", "block_quote", "system_message", "problematic"})
-#: A token of prose: a word or a number, maybe quoted or bracketed, maybe followed by punctuation
-#: (``dots,`` and ``"word"`` are; ``invoke(dots,`` and ``args=['-v'])`` are not).
-_WORD = re.compile(r"""[("'\[“‘]*(?:[^\W\d]\w*(?:[.'’-]\w+)*|\d+(?:[.,:]\d+)*%?)[)"'\]”’]*[.,;:!?…]*""")
-#: Below this share of its characters in words, directive content with no reST markup is code:
-#: prose is mostly words even where it names a call or two (over 0.9 in Sphinx's and Jinja's
-#: descriptions), while ``import os`` over ``invoke(cmd, env={...})`` is mostly expression.
-CODE_WORD_SHARE = 0.5
-_OPENING, _CLOSING = "([{", ")]}"
 #: The class a kept directive's lone argument paragraph carries (`parse_rst` makes it a label).
 _LABEL_CLASS = "kt-label"
 _ROLE_USE = re.compile(r"(?<![\w`]):((?:[A-Za-z][\w.+-]*:)*[A-Za-z][\w.+-]*):`")
@@ -214,34 +206,15 @@ def _reads_as_code(source: str, parsed: list[Any]) -> bool:
         if kind != "#text" and kind not in _PLAIN_NODES:
             plain = False
         stack.extend(reversed(getattr(node, "children", [])))
-    return plain and _word_share(source) < CODE_WORD_SHARE
+    return plain and word_share(source) < CODE_WORD_SHARE
 
-
-def _word_share(text: str) -> float:
-    """The share of ``text``'s characters (spaces aside) in words (`_WORD`). A bracket that follows a
-    character directly opens an expression (a call ``f(a, b)``, an index, ``args=['-v']``), which is
-    no word however many its arguments hold; a bracket after a space is prose's ("(see below)")."""
-    kept: list[str] = []
-    depth = 0
-    for i, char in enumerate(text):
-        if depth:
-            depth += (char in _OPENING) - (char in _CLOSING)
-            kept.append("\0")  # part of the expression: no space splits it, no word is found in it
-        elif char in _OPENING and i and not text[i - 1].isspace():
-            depth = 1
-            kept.append("\0")
-        else:
-            kept.append(char)
-    tokens = "".join(kept).split()
-    total = sum(len(token) for token in tokens)
-    return sum(len(token) for token in tokens if _WORD.fullmatch(token)) / total if total else 1.0
 
 
 def _leaves_open(line: str) -> bool:
     """Whether ``line`` opens more brackets than it closes, or ends as a line that continues does."""
     depth = 0
     for char in line:
-        depth += (char in _OPENING) - (char in _CLOSING)
+        depth += (char in OPENING) - (char in CLOSING)
     return depth > 0 or line.rstrip().endswith((",", "\\"))
 
 
