@@ -373,3 +373,25 @@ def test_a_server_that_goes_away_mid_rebuild_stops_it_at_once_and_keeps_the_tree
     finally:
         tree.close()
     assert last["attempts"] == 1  # not retried
+
+
+@pytest.mark.parametrize("builder", ["hybrid", "llm"])
+def test_a_stopped_server_does_not_stop_a_rebuild_the_call_log_answers(store, builder):
+    """A rebuild of an unchanged corpus asks the same prompts the call log has answered: with the
+    server stopped it goes on with a note and rebuilds the same tree; without the log (--no-cache)
+    the stopped server ends it with the one-line error, tree kept (a prompt the log has not answered
+    fails the same way: see the server that goes away mid-rebuild)."""
+    with FakeLLMServer() as srv:
+        env = kt_env(srv)
+        args = ["build", "--builder", builder, "--llm", SPECS["openai"], "--store", str(store), "--concurrency", "1"]
+        assert run_kt(*args, "--rebuild", env=env).returncode == 0
+    before = run_kt("browse", "--store", str(store), "--depth", "3", "--json", env=env).stdout
+    again = run_kt(*args, "--rebuild", env=env)  # the server's port is closed now
+    assert again.returncode == 0, again.stderr
+    assert f"note: openai:gpt-4o-mini: cannot connect to {srv.openai_base_url} (connection refused)" in again.stderr
+    assert "replies the call log holds" in again.stderr
+    assert run_kt("browse", "--store", str(store), "--depth", "3", "--json", env=env).stdout == before
+    uncached = run_kt(*args, "--rebuild", "--no-cache", env=env)
+    assert uncached.returncode == 1 and len(error_lines(uncached.stderr)) == 1
+    assert "cannot connect to" in uncached.stderr and "note:" not in uncached.stderr
+    assert run_kt("browse", "--store", str(store), "--depth", "3", "--json", env=env).stdout == before

@@ -21,6 +21,7 @@ from ..llm.base import (
     LLMCancelledError,
     LLMContextOverflowError,
     LLMTruncatedError,
+    LLMUnreachableError,
     usage_of,
 )
 
@@ -35,6 +36,23 @@ def prompt_digest(version: str, spec: str, schema_name: str, system: str, user: 
     """Cache key of one call: prompt version, provider:model, reply schema and both messages."""
     blob = json.dumps([version, spec, schema_name, system, user], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def check_server(llm: LLMClient, tree: TreeStore, collection: str, *, use_cache: bool,
+                 message: Callable[[str], None]) -> None:
+    """Stop at once when the model's server does not answer (:meth:`LLMClient.check_reachable`),
+    unless the call log holds replies for ``collection`` that may answer every prompt of this build
+    (a rebuild of an unchanged corpus): then say so and go on; the first prompt the log has not
+    answered stops the build with the same one-line error, before anything is written."""
+    try:
+        llm.check_reachable()
+    except LLMUnreachableError as exc:
+        stats = tree.call_stats(collection)
+        answered = int(stats["calls"]) - int(stats["failed"])
+        if not use_cache or answered <= 0:
+            raise
+        message(f"note: {exc}; going on with the {answered} replies the call log holds: a prompt it "
+                "has not answered will stop the build")
 
 
 class CallPool:

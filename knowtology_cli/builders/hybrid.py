@@ -20,7 +20,7 @@ from ..errors import BuildError
 from ..llm.base import LLMContextOverflowError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
-from .calls import CallLog, CallOutcome, CallPool, answered, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, answered, check_server, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
 from .prompts import (
@@ -657,7 +657,8 @@ class HybridTreeBuilder:
             return self._finish(started, ["tree is up to date; no calls"], dry_run=dry_run)
         full = rebuild or not has_tree
         if full and not dry_run:
-            self.llm.check_reachable()  # a stopped server: one line now, not after the clustering
+            # a stopped server: one line now, not after the clustering
+            check_server(self.llm, self.stores.tree, self.collection, use_cache=self.use_cache, message=self.message)
         limits_note = fit_limits(self.llm)
         chunks, vectors = self._load()
         texts = {c.chunk_id: (c.text, c.title, c.doc_id or c.file_name) for c in chunks}
@@ -694,7 +695,7 @@ class HybridTreeBuilder:
                          "that fell back to the offline builder's")
         namer.retry = retry
         if targets and not full and not dry_run:
-            self.llm.check_reachable()
+            check_server(self.llm, self.stores.tree, self.collection, use_cache=self.use_cache, message=self.message)
         plan = namer.plan(views, targets)
         plan_note = (f"plan: {len(targets)} nodes to name in {len(plan)} calls "
                      f"(≤{self.params.max_nodes_per_call} nodes per call, level by level) with {self.llm.spec}")

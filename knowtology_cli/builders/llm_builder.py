@@ -22,7 +22,7 @@ from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
 from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
-from .calls import CallLog, CallOutcome, CallPool, answered, log_totals, prompt_digest, run_call
+from .calls import CallLog, CallOutcome, CallPool, answered, check_server, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, name_tree
 from .context import StoreSet
 from .hybrid import NamingParams, redescribe_changed
@@ -394,7 +394,8 @@ class LLMTreeBuilder:
         if not pending and not orphans:
             return self._finish(started, dry_run, [f"tree is up to date; no calls ({spec})"], 0, _Tally())
         if pending and not dry_run:
-            self.llm.check_reachable()  # a stopped server: one line now, not a plan and failed calls
+            # a stopped server: one line now, not a plan and failed calls
+            check_server(self.llm, self.stores.tree, self.collection, use_cache=self.use_cache, message=self.message)
         limits_note = fit_limits(self.llm)
         self.profile = self.llm.profile
         self._load(pending)
