@@ -1357,3 +1357,18 @@ def test_myst_unknown_directives_holding_code_read_as_code_blocks() -> None:
         ("code", "```\nimport click\n\n@click.command()\ndef hello():\n    click.echo('Hello World!')\n```"),
         ("code", "```\ninvoke(hello, args=['--help'])\n```"),
         ("text", "Some words about `hello` here."), ("list", "- a\n- b"), ("table", "| a | b |\n| - | - |")]
+
+
+def test_a_terminal_session_in_an_unknown_directive_reads_as_code_in_rest_and_myst() -> None:
+    """A session (``$ pip install …`` and its output) is mostly words, yet code: its first line opens
+    with a prompt. Both readers show it as written; a sentence about ``$`` amounts stays text."""
+    from knowtology_cli.parsers.markdown import parse_markdown
+    from knowtology_cli.parsers.rst import parse_rst
+
+    session = "$ pip --python .venv install SomePackage\n[...]\nSuccessfully installed SomePackage"
+    myst = parse_markdown("---\nmyst: {}\n---\n# Use\n\n```{pip-cli}\n" + session + "\n```\n\n```{pip-cli}\n"
+                          "Prices start at $5 for a small box of fresh produce and herbs.\n```\n", name="use.md")
+    rst = parse_rst("Use\n===\n\n.. pip-cli::\n\n" + "".join(f"   {line}\n" for line in session.split("\n")))
+    assert [(b.kind, b.text) for b in myst.sections[0].blocks][1:] == [
+        ("code", f"```\n{session}\n```"), ("text", "Prices start at $5 for a small box of fresh produce and herbs.")]
+    assert [(b.kind, b.text) for b in rst.sections[0].blocks][1:] == [("code", f"```\n{session}\n```")]

@@ -52,6 +52,17 @@ CODE_WORD_SHARE = 0.5
 OPENING, CLOSING = "([{", ")]}"
 
 
+#: The first line of a terminal session: a shell's or Python's prompt (``$ pip install x``, ``>>> f()``).
+SESSION_PROMPT = re.compile(r"[ \t]*(?:\$|>>>)[ \t]+\S")
+
+
+def reads_as_code(text: str) -> bool:
+    """Whether text with no markup of its own is code: a terminal session (its first line opens
+    with a prompt), or mostly no words (`word_share` below `CODE_WORD_SHARE`)."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    return bool(SESSION_PROMPT.match(first)) or word_share(text) < CODE_WORD_SHARE
+
+
 def word_share(text: str) -> float:
     """The share of ``text``'s characters (spaces aside) in words (`PROSE_WORD`). A bracket that follows a
     character directly opens an expression (a call ``f(a, b)``, an index, ``args=['-v']``), which is

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import code_language_of, read_fragment, select_lines
-from .inline import CODE_WORD_SHARE, FENCE_LINE, closes_fence, word_share
+from .inline import FENCE_LINE, closes_fence, reads_as_code
 from .sphinx import (
     ADMONITIONS,
     CODE_DIRECTIVES,
@@ -85,13 +85,13 @@ def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None)
 
 
 def _holds_code(body: list[str]) -> bool:
-    """Whether an unknown directive's content is code, not Markdown: mostly no words
-    (`inline.word_share`, as the reST reader judges one) and none of Markdown's own blocks that are
-    mostly no words either (a table's ``|`` rows, a fence, a nested directive, a list)."""
+    """Whether an unknown directive's content is code, not Markdown: a terminal session or mostly
+    no words (`inline.reads_as_code`, as the reST reader judges one), and none of Markdown's own
+    blocks that are mostly no words either (a table's ``|`` rows, a fence, a nested directive, a list)."""
     text = "\n".join(body)
     if not text.strip() or any(_MARKDOWN_BLOCK.match(line) for line in body):
         return False
-    return word_share(text) < CODE_WORD_SHARE
+    return reads_as_code(text)
 
 
 def _reference(target: str, titles: Callable[[str, str], str] | None) -> str:

@@ -18,7 +18,7 @@ from .base import (
     read_fragment,
     select_lines,
 )
-from .inline import CLOSING, CODE_WORD_SHARE, OPENING, code_span, table_text, word_share
+from .inline import CLOSING, OPENING, code_span, reads_as_code, table_text
 from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
@@ -188,8 +188,8 @@ def _reads_as_code(source: str, parsed: list[Any]) -> bool:
     It is when reading it as reST makes structure the source does not mean — docutils warns that
     its indentation fits no reST block, or a definition list's term leaves a bracket open (the
     indented line below continues a call: ``invoke(cmd, env={...},``) — or when the reading finds
-    no reST markup at all and less than `CODE_WORD_SHARE` of its text is words
-    (``invoke(cmd, args=['-v'])``).
+    no reST markup at all and it is a terminal session or less than `inline.CODE_WORD_SHARE` of its
+    text is words (``invoke(cmd, args=['-v'])``): `inline.reads_as_code`.
     """
     plain = True
     stack = list(reversed(parsed))
@@ -206,7 +206,7 @@ def _reads_as_code(source: str, parsed: list[Any]) -> bool:
         if kind != "#text" and kind not in _PLAIN_NODES:
             plain = False
         stack.extend(reversed(getattr(node, "children", [])))
-    return plain and word_share(source) < CODE_WORD_SHARE
+    return plain and reads_as_code(source)
 
 
 
