@@ -5,11 +5,14 @@ Everything is read and validated before anything is written; problems read ``fil
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +21,17 @@ from typing import IO, Any
 from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
-from .parsers import RST_HEAD, decode_text, detect_format, parse
+from .parsers import COMPRESSED, RST_HEAD, decode_text, detect_format, parse
 from .parsers.base import walk_files
 from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm)"
+DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm, and any of them .gz)"
 MAX_TEXT_CHARS = 1_000_000
+#: The most bytes a gzip-compressed document may hold once decompressed (a larger one is reported,
+#: not read: a small file that inflates without end is no document).
+MAX_INFLATED_BYTES = 256_000_000
 MAX_ID_CHARS = 512
 MAX_SOURCE_CHARS = 128
 #: The root recorded for a source read from standard input.
@@ -442,6 +448,21 @@ def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:
     return None
 
 
+def _inflate(data: bytes, label: str, batch: InputBatch) -> bytes | None:
+    """The document a gzip-compressed file holds (``guide.rst.gz``), or None with the problem named."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflated:
+            out = inflated.read(MAX_INFLATED_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        batch.problems.append(f"{label}: not a readable gzip file ({exc}) — decompress it or replace it")
+        return None
+    if len(out) > MAX_INFLATED_BYTES:
+        batch.problems.append(f"{label}: holds more than {MAX_INFLATED_BYTES:,} bytes once decompressed — "
+                              "split it, or ingest the parts you need")
+        return None
+    return out
+
+
 def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
     try:
         return decode_text(data, label)
@@ -466,6 +487,8 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
         batch.problems.append(f"{label}: unsupported file type {path.suffix or '(none)'} — use {DOC_KINDS} or .jsonl")
         return
     data = _read_bytes(path, label, batch)
+    if data is not None and not is_jsonl and path.name.lower().endswith(COMPRESSED):
+        data = _inflate(data, label, batch)
     if data is None:
         return
     if is_jsonl:

@@ -529,3 +529,33 @@ def test_a_leading_slash_counts_from_the_sphinx_project_inside_the_folder(tmp_pa
     (chunk,) = json.loads(kt("read", "checkout/doc/en/index.rst#0", "--json", store=store).stdout)["chunks"]
     assert "See Tide tables for the water levels" in chunk["text"]
     assert "checked at every tide change" in chunk["text"]
+
+
+def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path: Path) -> None:
+    """Debian ships docs as ``user_guide.rst.gz``: a folder ingest reads them like the plain files
+    (format from the name inside, lines of the decompressed text, titles without ``.gz``); a file
+    that is no gzip is named with what to do, and --skip-invalid takes the others in."""
+    import gzip
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.rst.gz").write_bytes(gzip.compress(
+        b"User Guide\n==========\n\nInstalling\n----------\n\nRun ``pip install quokka`` to get the marsupial toolkit.\n"))
+    (docs / "notes.md.gz").write_bytes(gzip.compress(b"# Notes\n\nThe wombat cache lives in `~/.wombat`.\n"))
+    (docs / "plain.md").write_text("# Plain\n\nA numbat counts termites.\n")
+    (docs / "broken.md.gz").write_bytes(b"# not gzip at all\n")
+    (docs / "changelog.gz").write_bytes(gzip.compress(b"no document extension inside\n"))
+    store = tmp_path / "store"
+    refused = kt("ingest", str(docs), "--embedder", "hash", store=store)
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        "Error: docs/broken.md.gz: not a readable gzip file (") and "decompress it or replace it" in refused.stderr
+    report = json.loads(kt("ingest", str(docs), "--embedder", "hash", "--skip-invalid", "--json", store=store).stdout)
+    assert report["added"] == 3 and [p.split(":", 1)[0] for p in report["problems"]] == ["docs/broken.md.gz"]
+    hit = json.loads(kt("grep", "quokka", "--json", store=store).stdout)["hits"][0]
+    assert hit["chunk_id"].startswith("docs/guide.rst.gz#")
+    read = kt("read", hit["chunk_id"], store=store).stdout
+    assert "docs/guide.rst.gz:1-7 — User Guide › Installing" in read and "User Guide › Installing" in read and "`pip install quokka`" in read
+    assert json.loads(kt("grep", "wombat", "--json", store=store).stdout)["hits"][0]["chunk_id"].startswith(
+        "docs/notes.md.gz#")
+    assert not json.loads(kt("grep", "extension inside", "--json", store=store).stdout)["hits"]
+    assert parsers.display_name("docs/guide.rst.gz") == "guide" and parsers.display_name("a/changelog.gz") == "changelog.gz"

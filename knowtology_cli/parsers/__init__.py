@@ -13,6 +13,7 @@ from .rst import parse_rst
 from .text import parse_text
 
 __all__ = [
+    "COMPRESSED",
     "DOCUMENT_FORMATS",
     "PARSER_VERSIONS",
     "RST_HEAD",
@@ -34,6 +35,9 @@ _EXTENSIONS: dict[str, str] = {
     ".pdf": "pdf",
     ".txt": "text", ".text": "text",
 }
+#: A document compressed with gzip (``user_guide.rst.gz``, as Debian ships docs): read as the
+#: document it holds, named by the extension before this one.
+COMPRESSED = ".gz"
 #: ``X.txt`` where X is another format's extension is that format saved as text (Sphinx writes
 #: its sources as ``page.rst.txt``; Markdown exports often end ``.md.txt``).
 _TEXT_WRAPPERS = (".txt", ".text")
@@ -78,12 +82,14 @@ CONVENTIONAL_NAMES = frozenset({"readme", "index", "changelog", "changes", "hist
 def display_name(file_name: str) -> str:
     """A file's name as shown to people: no folder, no document extensions, case kept.
 
-    ``docs/api/os.path.rst.txt`` -> ``os.path``; ``faq-billing.md`` -> ``faq-billing``. Only
+    ``docs/api/os.path.rst.txt`` -> ``os.path``; ``faq-billing.md`` (or ``.md.gz``) -> ``faq-billing``. Only
     extensions of document formats (and JSONL) are removed, so dotted identifiers survive. A
     conventional name (`CONVENTIONAL_NAMES`) keeps its folder: ``nopt/README.md`` -> ``nopt README``.
     """
     path = PurePosixPath(file_name.replace("\\", "/"))
     name = path.name or file_name
+    if name.lower().endswith(COMPRESSED) and detect_format(name) is not None:
+        name = name[: -len(COMPRESSED)]
     for _ in range(2):
         stem, dot, ext = name.rpartition(".")
         if not dot or not stem or f".{ext.lower()}" not in (*_EXTENSIONS, ".jsonl", ".ndjson"):
@@ -98,7 +104,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     """The document format of a file, or None when it is not a document this package reads.
 
     Args:
-        name: the file's name or path; compound extensions count (``a.rst.txt`` is reST).
+        name: the file's name or path; compound extensions count (``a.rst.txt`` is reST, and so is
+            ``a.rst.gz``, whose bytes the caller decompresses: `COMPRESSED`).
         content_type: a MIME type (``text/html; charset=utf-8``), which wins when it is known.
         head: the file's first bytes (up to `RST_HEAD`), to recognise a PDF or an HTML page behind
             another name, and a ``.txt`` file written in reStructuredText (its directives and roles).
@@ -108,6 +115,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
         if known and not (known == "text" and name):
             return known
     suffixes = [s.lower() for s in PurePosixPath(name.replace("\\", "/")).suffixes]
+    if len(suffixes) >= 2 and suffixes[-1] == COMPRESSED:
+        suffixes.pop()  # ``guide.rst.gz``: the document inside names the format (``head`` is its bytes)
     by_name = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
     if by_name == "text" and len(suffixes) >= 2 and suffixes[-1] in _TEXT_WRAPPERS:
         inner = _EXTENSIONS.get(suffixes[-2])
