@@ -1372,3 +1372,18 @@ def test_a_terminal_session_in_an_unknown_directive_reads_as_code_in_rest_and_my
     assert [(b.kind, b.text) for b in myst.sections[0].blocks][1:] == [
         ("code", f"```\n{session}\n```"), ("text", "Prices start at $5 for a small box of fresh produce and herbs.")]
     assert [(b.kind, b.text) for b in rst.sections[0].blocks][1:] == [("code", f"```\n{session}\n```")]
+
+
+def test_a_rest_page_whose_meta_refresh_sends_it_elsewhere_is_a_pointer() -> None:
+    """pip leaves a stub at each moved page's old source: ``.. meta:: :http-equiv=refresh: 3;
+    url=…`` over "This page has moved". A documentation source never reloads itself to show live
+    data, so any delay makes it a pointer; a meta block without a refresh is the page's own."""
+    from knowtology_cli.parsers.rst import parse_rst
+
+    stub = parse_rst(":orphan:\n\n.. meta::\n\n  :http-equiv=refresh: 3; url=../../cli/pip_install/\n\n"
+                     "This page has moved\n===================\n\nYou should be redirected automatically in 3 "
+                     "seconds. If that didn't\nwork, here's a link: :doc:`../cli/pip_install`\n")
+    assert (stub.redirect, stub.sections) == ("../../cli/pip_install/", ())
+    page = parse_rst(".. meta::\n   :description: Installing packages\n   :keywords: pip\n\nInstall\n=======\n\n"
+                     "Run the installer.\n")
+    assert page.redirect == "" and [b.text for b in page.sections[0].blocks] == ["# Install", "Run the installer."]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 25, "html": 17, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 17, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,20 @@ class Document:
     includes: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
     docstrings: int = 0
+
+
+#: A refresh's content (``0; url=…``): a delay (digits, maybe a fraction), then an optional ``;``
+#: or ``,`` and ``url=`` with the address, maybe quoted (the HTML standard's parsing).
+_REFRESH = re.compile(r"\s*(\d+)(?:\.[\d.]*)?\s*(?:[;,]\s*(?:url\s*=\s*)?(?P<url>.*?))?\s*$", re.I | re.S)
+
+
+def refresh_of(content: str) -> tuple[int | None, str]:
+    """``(delay, address)`` of a ``http-equiv="refresh"`` content (``"3; url=../x/"`` -> ``(3, "../x/")``);
+    ``(None, "")`` when it is none, ``""`` for a page that reloads itself."""
+    match = _REFRESH.match(content)
+    if match is None:
+        return None, ""
+    return int(match.group(1)), (match.group("url") or "").strip().strip("'\"").strip()
 
 
 def parser_version(fmt: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import lxml.html
 
-from .base import Block, Document, Section, parser_version
+from .base import Block, Document, Section, parser_version, refresh_of
 from .inline import code_span, flow, plain_spans, table_text
 
 DROPPED_TAGS = frozenset({
@@ -471,20 +471,14 @@ def _table(el: Any) -> str:
     return table_text(rows, header=header)
 
 
-#: ``<meta http-equiv="refresh" content="0; url=…">``: a delay (digits, maybe a fraction), then an
-#: optional ``;`` or ``,`` and ``url=`` with the address, maybe quoted (the HTML standard's parsing).
-_REFRESH = re.compile(r"\s*(\d+)(?:\.[\d.]*)?\s*(?:[;,]\s*(?:url\s*=\s*)?(?P<url>.*?))?\s*$", re.I | re.S)
-
-
 def redirect_target(doc: Any) -> str | None:
     """The address of an immediate ``<meta http-equiv="refresh">`` (delay 0, an address given), else
     None. A page that refreshes after a delay, or reloads itself, is read like any other."""
     for meta in doc.iter("meta"):
         if (meta.get("http-equiv") or "").strip().lower() != "refresh":
             continue
-        match = _REFRESH.match(meta.get("content") or "")
-        url = (match.group("url") or "").strip().strip("'\"").strip() if match else ""
-        if match and int(match.group(1)) == 0 and url:
+        delay, url = refresh_of(meta.get("content") or "")
+        if delay == 0 and url:
             return url
     return None
 

@@ -16,6 +16,7 @@ from .base import (
     code_language_of,
     parser_version,
     read_fragment,
+    refresh_of,
     select_lines,
 )
 from .inline import CLOSING, OPENING, code_span, reads_as_code, table_text
@@ -36,6 +37,9 @@ from .sphinx import (
     version_label,
 )
 
+#: A ``.. meta::`` field that makes the built page refresh (``:http-equiv=refresh: 3; url=../x/``).
+_META_REFRESH = re.compile(r"^\.\.[ \t]+meta::[ \t]*\n(?:[ \t]*\n|[ \t]+:[^\n]*\n)*?"
+                           r"[ \t]+:http-equiv=refresh:[ \t]*([^\n]+)$", re.M | re.I)
 #: The role's name leading interpreted text: ``:py:func:`` of ``:py:func:`parse```.
 _ROLE_NAME = re.compile(r":([\w:.+-]+):`")
 #: A ``class`` argument that is a description's signature, not a style class name.
@@ -541,6 +545,11 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     from docutils import nodes  # deferred: heavy
 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    moved = _META_REFRESH.search("\n".join(lines))
+    if moved is not None and (target := refresh_of(moved.group(1))[1]):
+        # a source that sends its page elsewhere is a moved page's stub, whatever the delay: a
+        # documentation source is never a page that reloads itself to show live data
+        return Document(format="rst", unit="line", sections=(), parser=parser_version("rst"), redirect=target)
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
     docstrings: list[str] = []  # the directives that insert docstrings (`sphinx.DOCSTRING_DIRECTIVES`)
     tree = _doctree("\n".join(lines), name, scope, docstrings)
