@@ -395,3 +395,22 @@ def test_a_stopped_server_does_not_stop_a_rebuild_the_call_log_answers(store, bu
     assert uncached.returncode == 1 and len(error_lines(uncached.stderr)) == 1
     assert "cannot connect to" in uncached.stderr and "note:" not in uncached.stderr
     assert run_kt("browse", "--store", str(store), "--depth", "3", "--json", env=env).stdout == before
+
+
+def test_a_rebuild_by_another_builder_forgets_a_stopped_llm_rebuild(cli, store, monkeypatch, no_backoff):
+    """An LLM rebuild stopped part way stages its tree for a resume; rebuilding with the offline
+    builder instead makes that moot: the staged tree goes, and status stops offering to resume it."""
+    with FakeLLMServer() as srv:
+        point_at(monkeypatch, srv)
+        assert build_llm(cli, store).exit_code == 0
+        srv.reset()
+        srv.set_faults({i: "server_error" for i in range(3, 400)})  # three replies staged, then none
+        assert build_llm(cli, store, SPECS["openai"], "--rebuild", "--no-cache").exit_code == 1
+    assert staged_chunks(store)
+    assert "a stopped --rebuild placed" in json.loads(cli("status", "--store", store, "--json").stdout)[
+        "collections"][0]["advice"]
+    assert cli("build", "--builder", "cluster", "--rebuild", "--store", store).exit_code == 0
+    assert staged_chunks(store) == set()
+    status = json.loads(cli("status", "--store", store, "--json").stdout)
+    assert [c["name"] for c in status["collections"]] == ["default"]
+    assert "stopped --rebuild" not in status["collections"][0]["advice"]
