@@ -27,7 +27,7 @@ from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm, and any of them .gz)"
+DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm; each also gzipped, .gz)"
 MAX_TEXT_CHARS = 1_000_000
 #: The most bytes a gzip-compressed document may hold once decompressed (a larger one is reported,
 #: not read: a small file that inflates without end is no document).

@@ -185,7 +185,7 @@ def test_directory_with_only_a_loop(cli, store: Path, tmp_path: Path) -> None:
     before = _snapshot(cli, store)
     result = cli("ingest", root, "--store", store)
     assert result.exit_code == 1
-    assert "no .md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm) or .jsonl files found — " in result.stderr
+    assert "no .md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm; each also gzipped, .gz) or .jsonl files found — " in result.stderr
     assert _snapshot(cli, store) == before
 
 
