@@ -147,6 +147,8 @@ class InputBatch:
     broken_links: list[str] = field(default_factory=list)
     #: files on disk this run could not read (a problem each): their stored chunks are no "gone" file's
     failed: set[str] = field(default_factory=set)
+    #: files of the walked folders that are no document kt reads (images, scripts…): extension -> count
+    other_files: dict[str, int] = field(default_factory=dict)
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -428,6 +430,9 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
     for path in walk_files(root, unreadable):
         if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
             yield path
+        else:
+            kind = path.suffix.lower() or "(no extension)"
+            batch.other_files[kind] = batch.other_files.get(kind, 0) + 1
 
 
 def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:

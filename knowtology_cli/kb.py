@@ -466,6 +466,7 @@ class KnowledgeBase:
             seconds=round(time.perf_counter() - started, 3),
             sources=sorted(batch.sources),
             no_text=batch.no_text,
+            not_documents=dict(sorted(batch.other_files.items(), key=lambda kv: (-kv[1], kv[0]))),
             broken_links=batch.broken_links,
             redirects=batch.redirects,
             included=batch.fragments,

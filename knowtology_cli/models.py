@@ -207,6 +207,8 @@ class IngestReport(Record):
     seconds: float = 0.0
     sources: list[str] = Field(default_factory=list)  # the sources this run read
     no_text: list[str] = Field(default_factory=list)  # documents of only markup or headings, or empty
+    #: files of the ingested folders that are no document kt reads (images, scripts…): extension -> count
+    not_documents: dict[str, int] = Field(default_factory=dict)
     #: symbolic links to nothing, skipped: ``link → target``
     broken_links: list[str] = Field(default_factory=list)
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address

@@ -534,7 +534,8 @@ def test_a_leading_slash_counts_from_the_sphinx_project_inside_the_folder(tmp_pa
 def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path: Path) -> None:
     """Debian ships docs as ``user_guide.rst.gz``: a folder ingest reads them like the plain files
     (format from the name inside, lines of the decompressed text, titles without ``.gz``); a file
-    that is no gzip is named with what to do, and --skip-invalid takes the others in."""
+    that is no gzip is named with what to do, and --skip-invalid takes the others in. Files that are no
+    document (an image, ``changelog.gz`` with no document inside) are counted by extension."""
     import gzip
 
     docs = tmp_path / "docs"
@@ -545,12 +546,17 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
     (docs / "plain.md").write_text("# Plain\n\nA numbat counts termites.\n")
     (docs / "broken.md.gz").write_bytes(b"# not gzip at all\n")
     (docs / "changelog.gz").write_bytes(gzip.compress(b"no document extension inside\n"))
+    (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     store = tmp_path / "store"
     refused = kt("ingest", str(docs), "--embedder", "hash", store=store)
     assert refused.returncode == 1 and refused.stderr.startswith(
         "Error: docs/broken.md.gz: not a readable gzip file (") and "decompress it or replace it" in refused.stderr
     report = json.loads(kt("ingest", str(docs), "--embedder", "hash", "--skip-invalid", "--json", store=store).stdout)
     assert report["added"] == 3 and [p.split(":", 1)[0] for p in report["problems"]] == ["docs/broken.md.gz"]
+    assert report["not_documents"] == {".gz": 1, ".png": 1}  # changelog.gz and logo.png: named, not read
+    again = kt("ingest", str(docs), "--embedder", "hash", "--skip-invalid", store=store).stdout
+    assert "note: 2 file(s) in the ingested folder(s) are not documents kt reads and were left out: .gz (1), " \
+           ".png (1)" in again
     hit = json.loads(kt("grep", "quokka", "--json", store=store).stdout)["hits"][0]
     assert hit["chunk_id"].startswith("docs/guide.rst.gz#")
     read = kt("read", hit["chunk_id"], store=store).stdout

@@ -155,6 +155,10 @@ def ingest(
         out.print(f"{len(report.no_text)} document(s) empty or with only markup or headings, nothing to index: "
                   f"{first_few(report.no_text, 5)}",
                   markup=False)
+    if report.not_documents:
+        kinds = [f"{kind} ({count})" for kind, count in report.not_documents.items()]
+        out.print(f"note: {sum(report.not_documents.values())} file(s) in the ingested folder(s) are not documents "
+                  f"kt reads and were left out: {first_few(kinds, 5)}", markup=False)
     if report.broken_links:
         out.print(f"{len(report.broken_links)} broken link(s) skipped (they point at nothing): "
                   f"{first_few(report.broken_links, 3)}", markup=False)
