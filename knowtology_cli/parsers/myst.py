@@ -84,6 +84,11 @@ def _role(match: re.Match[str], titles: Callable[[str, str], str] | None = None)
     return shown if base in WORD_ROLES else f"`{shown}`"
 
 
+def _fence_for(code: list[str]) -> str:
+    """A code fence that no line of ``code`` closes: four backticks when it holds three."""
+    return "````" if any("```" in line for line in code) else "```"
+
+
 def _holds_code(body: list[str]) -> bool:
     """Whether an unknown directive's content is code, not Markdown: a terminal session or mostly
     no words (`inline.reads_as_code`, as the reST reader judges one), and none of Markdown's own
@@ -237,11 +242,8 @@ class _Reader:
             stop = next((j for j in range(start, len(lines)) if _closes(marks, lines[j])), len(lines))
             body = lines[start:stop]
             if base in CODE_DIRECTIVES:
-                fence = "```" if marks[0] == ":" else marks
-                self.add(indent + fence + code_language(argument, base), head)
-                for j, line in enumerate(body, start=start):
-                    self.add(line, at(j))
-                self.add(indent + fence, at(min(stop, len(lines) - 1)))
+                self._code_block(lines, start, stop, indent + ("```" if marks[0] == ":" else marks),
+                                 code_language(argument, base), head, at)
             else:
                 self.add("", head)
                 if base in ("include", "literalinclude"):
@@ -271,11 +273,7 @@ class _Reader:
                 if argument:
                     self.add(indent + roles(argument, self._titles(here)), head)
                     self.add("", head)
-                fence = "````" if any("```" in line for line in lines[start:stop]) else "```"
-                self.add(indent + fence, head)
-                for j in range(start, stop):
-                    self.add(lines[j], at(j))
-                self.add(indent + fence, at(min(stop, len(lines) - 1)))
+                self._code_block(lines, start, stop, indent + _fence_for(lines[start:stop]), "", head, at)
                 return stop + 1
         label = roles(label, self._titles(here))
         if label and titled and not signature and not label.endswith((":", ".", "!", "?")):
@@ -285,6 +283,15 @@ class _Reader:
             self.add("", head)
         open_.append(marks)
         return start
+
+    def _code_block(self, lines: list[str], start: int, stop: int, fence: str, language: str, head: int,
+                    at: Callable[[int], int]) -> None:
+        """``lines[start:stop]`` as a fenced code block: ``fence`` (with its indent) and ``language``
+        open it at ``head``, each line cites its own, the closing fence the directive's last line."""
+        self.add(fence + language, head)
+        for j in range(start, stop):
+            self.add(lines[j], at(j))
+        self.add(fence, at(min(stop, len(lines) - 1)))
 
     def _include(self, argument: str, options: dict[str, str], at: int, here: Path | None,
                  stack: tuple[str, ...], literal: bool = False) -> None:
@@ -301,7 +308,7 @@ class _Reader:
         if real.as_posix() not in self.includes:
             self.includes.append(real.as_posix())
         if literal:
-            fence = "````" if any("```" in line for line in lines) else "```"
+            fence = _fence_for(lines)
             for line in [fence + code_language_of(real, options.get("language", "")), *lines, fence]:
                 self.add(line, at)
         elif real.suffix.lower() in (".rst", ".rest", ".txt") and not uses_myst("\n".join(lines)):

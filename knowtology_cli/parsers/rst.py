@@ -213,7 +213,6 @@ def _reads_as_code(source: str, parsed: list[Any]) -> bool:
     return plain and reads_as_code(source)
 
 
-
 def _leaves_open(line: str) -> bool:
     """Whether ``line`` opens more brackets than it closes, or ends as a line that continues does."""
     depth = 0
@@ -490,7 +489,8 @@ def _shows_code(rawsource: str) -> bool:
 
 def _text(node: Any) -> str:
     """The text of an element of inline content, each inline literal (````x````) a Markdown code span
-    (```x```), as Markdown sources show theirs; roles show their text (`show_role`), a code span when the role shows code (`WORD_ROLES`)."""
+    (```x```), as Markdown sources show theirs; roles show their text (`show_role`), as a code span
+    when the role shows code (not one of `WORD_ROLES`)."""
     if node.tagname == "#text":
         return str(node.astext())
     if node.tagname == "literal" and (node.rawsource.startswith("``") or _shows_code(node.rawsource)):
@@ -544,15 +544,16 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     """
     from docutils import nodes  # deferred: heavy
 
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    moved = _META_REFRESH.search("\n".join(lines))
+    source = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = source.split("\n")
+    moved = _META_REFRESH.search(source)
     if moved is not None and (target := refresh_of(moved.group(1))[1]):
         # a source that sends its page elsewhere is a moved page's stub, whatever the delay: a
         # documentation source is never a page that reloads itself to show live data
         return Document(format="rst", unit="line", sections=(), parser=parser_version("rst"), redirect=target)
     scope = _Includes(root or path.parent, path.resolve().as_posix()) if path is not None else None
     docstrings: list[str] = []  # the directives that insert docstrings (`sphinx.DOCSTRING_DIRECTIVES`)
-    tree = _doctree("\n".join(lines), name, scope, docstrings)
+    tree = _doctree(source, name, scope, docstrings)
     for mark in list(tree.findall(lambda n: isinstance(n, (nodes.strong, nodes.emphasis)) and "``" in n.astext())):
         # reST does not nest inline markup: ``code`` inside **bold** stays literal; it reads as code
         # there too (a code span, as `_text` writes an inline literal; the text is no literal node)
