@@ -442,6 +442,39 @@ def test_redirect_pages_are_listed_and_a_moved_page_leaves_with_prune(corpus: Pa
     assert "only/old.html: no text to index, a page that redirects to ./wiki/macros.htm" in refused.stderr
 
 
+def test_a_stub_that_redirects_after_a_delay_is_listed_and_a_self_refreshing_page_indexed(
+        corpus: Path, tmp_path: Path) -> None:
+    """A built Sphinx site (pip's docs) keeps "This page has moved" with a refresh after 3 seconds at a
+    moved page's old address: like an immediate redirect it is listed and gives no chunk. A status
+    page that reloads itself every 5 minutes (no address, or its own) is content and is indexed."""
+    store = tmp_path / "store"
+    (corpus / "reference").mkdir()
+    (corpus / "reference" / "macros.html").write_text(
+        '<html><head><title>This page has moved</title>'
+        '<meta http-equiv="refresh" content="3; url=../wiki/macros.htm"></head><body><main>'
+        '<h1>This page has moved</h1><p>You should be redirected automatically in 3 seconds. If that '
+        'didn\'t work, here\'s a link: <a href="../wiki/macros.htm">Support macros</a></p></main></body></html>')
+    (corpus / "status.html").write_text(
+        '<html><head><title>Queue status</title><meta http-equiv="refresh" content="300"></head><body><main>'
+        '<h1>Queue status</h1><p>The picking queue drains every quarter hour.</p></main></body></html>')
+    (corpus / "board.html").write_text(
+        '<html><head><title>Dock board</title><meta http-equiv="refresh" content="300; url=board.html">'
+        '</head><body><main><h1>Dock board</h1><p>Trucks unload at the north dock before noon.</p>'
+        '</main></body></html>')
+    result = kt("ingest", str(corpus), "--embedder", "hash", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["redirects"] == {"docs/reference/macros.html": "../wiki/macros.htm"}
+    assert report["added"] == 6 and report["no_text"] == []
+    assert json.loads(kt("grep", "has moved", "--json", store=store).stdout)["hits"] == []
+    for words, page in (("quarter hour", "docs/status.html"), ("north dock", "docs/board.html")):
+        hits = json.loads(kt("grep", words, "--json", store=store).stdout)["hits"]
+        assert hits and hits[0]["chunk_id"].startswith(f"{page}#"), words
+    human = kt("ingest", str(corpus), store=store)
+    assert "1 redirect page(s), nothing to index (they only send the reader on): " \
+           "docs/reference/macros.html → ../wiki/macros.htm" in human.stdout
+
+
 def test_copies_of_one_text_fold_into_one_hit_led_by_the_page_itself(tmp_path: Path) -> None:
     """A generated site's print page (every page again, in one file) or a file kept twice gives each
     text twice; one hit stands for both, so k hits are k different texts. The copy nearest the start

@@ -639,16 +639,59 @@ def test_display_name_strips_document_extensions_and_keeps_case(file_name: str, 
 def test_an_html_page_that_redirects_at_once_is_a_pointer_with_nothing_to_index() -> None:
     """Book and site generators leave a stub at each moved page's old address: ``<meta
     http-equiv="refresh" content="0; URL=…">`` and "Redirecting to…". A browser never shows it, so
-    it is no content; a page that refreshes after a delay (a status page) or reloads itself is."""
+    it is no content; a page that only reloads itself (no address) is."""
     from knowtology_cli.parsers.html import parse_html
 
     stub = ('<html><head><title>Redirecting...</title><META HTTP-EQUIV="Refresh" CONTENT="0;URL=\'./vec/vec.html\'">'
             '</head><body><p>Redirecting to... <a href="./vec/vec.html">./vec/vec.html</a>.</p></body></html>')
     page = parse_html(stub)
     assert (page.redirect, page.sections, page.title) == ("./vec/vec.html", (), "Redirecting...")
-    for content in ("30; url=next.html", "0", "5"):
+    for content in ("0", "5", "300"):
         live = parse_html(f'<meta http-equiv="refresh" content="{content}"><p>Queue length is 4 orders.</p>')
         assert live.redirect == "" and "Queue length" in live.sections[0].blocks[0].text, content
+
+
+def test_an_html_page_that_redirects_after_a_delay_is_a_pointer_too() -> None:
+    """A built Sphinx site (pip's docs) keeps ``<meta http-equiv="refresh" content="3; url=…">`` over
+    "This page has moved" at a moved page's old address: a browser and a crawler go there after the
+    delay, so it is a redirect whatever the delay, as a reST source's refresh is."""
+    from knowtology_cli.parsers.html import parse_html
+
+    stub = ('<html><head><title>This page has moved</title>'
+            '<meta http-equiv="refresh" content="3; url=../../cli/pip_install/"></head><body><main>'
+            '<h1>This page has moved</h1><p>You should be redirected automatically in 3 seconds. If that '
+            'didn\'t work, here\'s a link: <a href="../../cli/pip_install/">pip install</a></p></main></body></html>')
+    page = parse_html(stub, name="pip/reference/pip_install.html")
+    assert (page.redirect, page.sections, page.title) == ("../../cli/pip_install/", (), "This page has moved")
+    for content in ("30; url=next.html", "5,https://example.com/new/", "0; url=/new/"):
+        moved = parse_html(f'<meta http-equiv="refresh" content="{content}"><p>Moved.</p>', name="site/old.html")
+        assert moved.redirect and moved.sections == (), content
+    # the first refresh a browser can read decides; one it cannot read is passed over
+    assert parse_html('<meta http-equiv="refresh" content="soon"><meta http-equiv="refresh" '
+                      'content="2; url=new.html"><p>Moved.</p>').redirect == "new.html"
+
+
+@pytest.mark.parametrize(("name", "head"), [
+    ("ops/status.html", '<meta http-equiv="refresh" content="300">'),
+    ("ops/status.html", '<meta http-equiv="refresh" content="300; url=status.html">'),
+    ("ops/status.html", '<meta http-equiv="refresh" content="60; URL=\'../ops/./status.html?auto=1\'">'),
+    ("ops/status.html", '<meta http-equiv="refresh" content="60; url=#queue">'),
+    ("ops/status/index.html", '<meta http-equiv="refresh" content="60; url=./">'),
+    ("ops/status.html.gz", '<meta http-equiv="refresh" content="60; url=status.html">'),
+    ("ops/status/index.html", '<meta http-equiv="refresh" content="0; url=../status/">'),
+    ("ops/status.html", '<link rel="canonical" href="https://ops.example.com/status.html">'
+                        '<meta http-equiv="refresh" content="120; url=https://ops.example.com/status.html">'),
+    ("ops/status.html", '<link rel="canonical" href="https://ops.example.com/status.html">'
+                        '<meta http-equiv="refresh" content="120; url=/status.html">'),
+])
+def test_an_html_page_that_refreshes_itself_is_content(name: str, head: str) -> None:
+    """A status page that reloads itself on a timer — no address, or its own address however written
+    (relative, with a query or fragment, its folder for an index page, its canonical URL) — is real
+    content and stays indexed."""
+    from knowtology_cli.parsers.html import parse_html
+
+    page = parse_html(f"<html><head>{head}</head><body><p>Queue length is 4 orders.</p></body></html>", name=name)
+    assert page.redirect == "" and "Queue length" in page.sections[0].blocks[0].text
 
 
 def test_html_nested_list_text_is_said_once() -> None:

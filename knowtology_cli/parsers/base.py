@@ -14,7 +14,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 17, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 18, "pdf": 3, "text": 1}
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class Document:
         parser: the parser's name and version as recorded in the store, e.g. ``markdown/1``.
         dropped: blocks left out as no content (comments, directives like ``toctree``,
             navigation, running page headers), for the ingest summary.
-        redirect: where the page sends its reader (an HTML ``<meta http-equiv="refresh">`` with no
-            delay; a reST ``.. meta::`` refresh with any delay); such a page is a pointer with
-            nothing of its own to index, and its ``sections`` are empty.
+        redirect: where the page sends its reader (an HTML ``<meta http-equiv="refresh">`` or a reST
+            ``.. meta::`` refresh naming another address, whatever its delay); such a page is a
+            pointer with nothing of its own to index, and its ``sections`` are empty.
         includes: files whose text this document took in (reST ``include``, MkDocs ``--8<--``), as
             resolved paths.
         unread: includes that were not read, each ``argument (why)``.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
 
 import lxml.html
 
+from . import COMPRESSED
 from .base import Block, Document, Section, parser_version, refresh_of
 from .inline import code_span, flow, plain_spans, table_text
 
@@ -32,6 +35,8 @@ BOILERPLATE_TOKENS = frozenset({"nav", "navbar", "navigation", "menu", "sidebar"
 NAVIGATION_RELS = frozenset({"start", "first", "prev", "previous", "next", "last", "up", "top", "contents",
                              "toc", "index", "glossary", "chapter", "section", "subsection", "appendix"})
 _WORDS = re.compile(r"\w+")
+#: Files a web server sends for a folder's address (Apache's and nginx's default index names).
+DIRECTORY_INDEXES = frozenset({"index.html", "index.htm"})
 
 
 @dataclass(frozen=True)
@@ -471,16 +476,58 @@ def _table(el: Any) -> str:
     return table_text(rows, header=header)
 
 
-def redirect_target(doc: Any) -> str | None:
-    """The address of an immediate ``<meta http-equiv="refresh">`` (delay 0, an address given), else
-    None. A page that refreshes after a delay, or reloads itself, is read like any other."""
+def redirect_target(doc: Any, name: str = "") -> str | None:
+    """The address a ``<meta http-equiv="refresh">`` sends the reader to, whatever its delay, when it
+    names another page; None when it names none (``content="300"``) or this page (`_points_here`).
+
+    A browser loads the address after the delay and so does a crawler (Google Search reads a delayed
+    refresh as a temporary redirect, an instant one as a permanent one), so a stub that waits
+    ("This page has moved", ``3; url=../new/``) is a redirect like one that leaves at once. As the
+    HTML standard's declarative refresh does, the first refresh that parses decides; ``name`` is the
+    page's path (the ingest label), to know a relative address that names the page itself.
+    """
     for meta in doc.iter("meta"):
         if (meta.get("http-equiv") or "").strip().lower() != "refresh":
             continue
         delay, url = refresh_of(meta.get("content") or "")
-        if delay == 0 and url:
-            return url
+        if delay is None:
+            continue  # a browser ignores a refresh it cannot parse
+        return url if url and not _points_here(url, name, _canonical(doc)) else None
     return None
+
+
+def _canonical(doc: Any) -> str:
+    """The page's own absolute address as it declares it (``<link rel="canonical" href>``), or ""."""
+    for link in doc.iter("link"):
+        href = (link.get("href") or "").strip()
+        if "canonical" in (link.get("rel") or "").lower().split() and urlsplit(href).netloc:
+            return href
+    return ""
+
+
+def _page_path(path: str) -> str:
+    """A page's path as a server finds it: ``a/./b/../c/index.html`` and ``a/c/`` are both ``a/c``."""
+    path = posixpath.normpath(unquote(path) or "/")
+    return posixpath.dirname(path) if posixpath.basename(path) in DIRECTORY_INDEXES else path
+
+
+def _points_here(url: str, name: str, canonical: str) -> bool:
+    """Whether a refresh's address is the page itself: no path (``?t=1``, ``#top``), a relative path
+    that resolves to ``name`` (``page.html`` for ``page.html.gz``), or an address equal to the page's ``canonical`` one. Query and fragment
+    are not compared (they pick no other file); a page reloading itself by an address that cannot be
+    told from another's (a root-relative or absolute one without a canonical address) is a redirect."""
+    target = urlsplit(url)
+    if not (target.scheme or target.netloc or target.path):
+        return True
+    if canonical:
+        there, here = urlsplit(urljoin(canonical, url)), urlsplit(canonical)
+        if (there.scheme, there.netloc.lower(), _page_path(there.path)) == (
+                here.scheme, here.netloc.lower(), _page_path(here.path)):
+            return True
+    if target.scheme or target.netloc or target.path.startswith("/") or not name:
+        return False
+    name = name.removesuffix(COMPRESSED)
+    return _page_path(posixpath.join(posixpath.dirname(name), target.path)) == _page_path(name)
 
 
 def parse_html(data: bytes | str, *, name: str = "") -> Document:
@@ -517,8 +564,8 @@ def parse_html(data: bytes | str, *, name: str = "") -> Document:
     doc = lxml.html.document_fromstring(data, parser=parser)
     title_el = doc.find(".//title")
     title = flow(title_el.text_content()) if title_el is not None else ""
-    target = redirect_target(doc)
-    if target is not None:  # a browser leaves at once: the page is a pointer, not content
+    target = redirect_target(doc, name)
+    if target is not None:  # a browser leaves for another page: this one is a pointer, not content
         return Document(format="html", unit="line", sections=(), title=title, parser=parser_version("html"),
                         redirect=target)
     root, page_level = _content_root(doc)
