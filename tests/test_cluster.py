@@ -362,6 +362,21 @@ def test_a_word_mostly_before_a_determiner_reads_as_a_verb_and_names_less_well()
     assert fit[stem("planting")] < 0.5 <= fit[stem("seeds")] == 1.0
 
 
+def test_a_word_english_uses_as_a_verb_adjective_or_adverb_names_less_well() -> None:
+    """The map named a group of support tickets "Forgot" and another "door & Refund went": irregular
+    past tenses carry no ending a rule can see. Brill's part-of-speech lexicon knows them; a gerund it
+    lists as a noun ("logging") and a word it lacks ("runbook") stay full names."""
+    texts = ["Customer forgot. Refund went out warm and manually."] * 3
+    texts += ["Logging in the runbook helps."] * 3 + ["Bread rises."] * 2
+    index = build_term_index(texts, [""] * len(texts))
+    fit = dict(zip(index.terms, index.nameability, strict=True))
+    for word in ("forgot", "went", "warm", "manually"):
+        assert fit[stem(word)] == pytest.approx(DEFAULT_PARAMS.non_noun_nameability), word
+    for word in ("refund", "customer", "logging", "runbook"):
+        assert fit[stem(word)] == 1.0, word
+    assert fit[f"{stem('refund')} {stem('went')}"] < fit[stem("refund")]  # a bigram is read by its head
+
+
 def test_where_chunks_have_titles_a_word_no_title_uses_names_less_well() -> None:
     texts = ["Seedlings need light every minute of the day."] * 3 + ["Soil holds water for minutes."] * 3
     titles = ["Seedlings"] * 3 + ["Soil"] * 3

@@ -142,9 +142,10 @@ class TreeParams:
     #: nameability falls by this factor times that share, down to ``verb_floor``.
     verb_penalty: float = 2.0
     verb_floor: float = 0.15
-    #: Past participles and adverbs (``painted``, ``quickly``, by their English endings) describe
-    #: an action or a manner; they name a topic less well than a noun.
-    inflected_nameability: float = 0.5
+    #: Words English mostly uses as verbs, adjectives or adverbs (``forgot``, ``warm``, ``quickly``:
+    #: Brill's part-of-speech lexicon; for words it lacks, past-participle and adverb endings) describe
+    #: an action, a quality or a manner; they name a topic less well than a noun.
+    non_noun_nameability: float = 0.5
     #: Where at least ``titled_share`` of the chunks have titles, a word that no title uses reads
     #: less well as a name (titles are noun phrases people chose; "minutes", "turn" never head one).
     titled_share: float = 0.5

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..textutil import stem
+from .lexicon import is_noun
 from .params import DEFAULT_PARAMS, TreeParams
 from .snippets import GENERIC_TITLES, clean_markdown, clean_parts
 
@@ -65,8 +66,8 @@ STOP_WORDS = frozenset(
     two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand
     """.split()
 )
-# English inflection endings of past participles (``painted``) and adverbs (``quickly``): such a
-# word describes an action or a manner, and names a topic less well than a noun.
+# English inflection endings of past participles (``painted``) and adverbs (``quickly``): for a word
+# the part-of-speech lexicon does not know, the sign that it describes an action or a manner.
 _PARTICIPLE = re.compile(r"[a-z]{3,}[^e]ed$")
 _ADVERB = re.compile(r"[a-z]{3,}ly$")
 # Words that open a noun phrase: a word right after one is a noun (or its modifier), a word
@@ -342,9 +343,11 @@ def _nameability(term: str, ident: bool, stats: _Stats, params: TreeParams, titl
         seen = stats.seen.get(key, 0)
         share = stats.before_determiner.get(key, 0) / seen if seen else 0.0
         value = max(params.verb_floor, 1.0 - params.verb_penalty * share)
-        surface = stats.surface.get(key, key).lower()
-        if _PARTICIPLE.fullmatch(surface) or _ADVERB.fullmatch(surface):
-            value *= params.inflected_nameability
+        surface = stats.surface.get(key, key)
+        noun = is_noun(surface)
+        lower = surface.lower()
+        if noun is False or (noun is None and (_PARTICIPLE.fullmatch(lower) or _ADVERB.fullmatch(lower))):
+            value *= params.non_noun_nameability
         return value
 
     words = term.split()
