@@ -96,6 +96,43 @@ def _offset_progress(progress: ProgressFn, stage: str, base: int, total: int, do
     progress(stage, base + done, total)
 
 
+def _embed_input(chunk: Chunk) -> str:
+    """What the embedder reads for a chunk: its title, a newline and its text."""
+    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+class _EmbedOnce:
+    """Embeds the new rows of one ingest run, every distinct input once: the same title and text in
+    several rows (a page shipped as .md and .html, a section a site repeats) gets one embedding call,
+    and its vector is kept only until its last row in the run has been written."""
+
+    def __init__(self, model: Embedder, chunks: Sequence[Chunk]) -> None:
+        self.model = model
+        self.uses = Counter(_embed_input(c) for c in chunks)  # rows still to write, per input
+        self.kept: dict[str, Any] = {}  # vectors of inputs with rows still to come
+        self.embedded = 0  # distinct inputs embedded so far
+
+    def vectors(self, part: Sequence[Chunk], progress: Callable[[int], None]) -> Any:
+        """One vector per row of ``part`` (a numpy array)."""
+        import numpy as np  # deferred: heavy
+
+        inputs = [_embed_input(c) for c in part]
+        fresh = [t for t in dict.fromkeys(inputs) if t not in self.kept]
+        embedded: Any = self.model.embed_documents(fresh, progress=progress) if fresh else []
+        self.embedded += len(fresh)
+        found = dict(zip(fresh, embedded, strict=True))
+        rows = []
+        for text in inputs:
+            vector = self.kept[text] if text in self.kept else found[text]
+            rows.append(vector)
+            self.uses[text] -= 1
+            if self.uses[text] > 0:
+                self.kept[text] = vector
+            else:
+                self.kept.pop(text, None)
+        return np.stack(rows)
+
+
 def _noop_message(text: str) -> None:
     return None
 
@@ -410,13 +447,12 @@ class KnowledgeBase:
                 marker.write_text(json.dumps({"started": time.time(), "sources": [
                     [s.name, s.root] for s in batch.sources.values()]}))
             progress("embedding", 0, len(todo))
+            once = _EmbedOnce(model, todo)
             start, size = 0, min(FIRST_BATCH, UPSERT_BATCH)
             while start < len(todo):  # batches grow to UPSERT_BATCH: a run stopped early keeps its start
                 part = todo[start : start + size]
-                vectors = model.embed_documents(
-                    [f"{c.title}\n{c.text}" if c.title else c.text for c in part],
-                    progress=functools.partial(_offset_progress, progress, "embedding", done, len(todo)),
-                )
+                vectors = once.vectors(part, functools.partial(_offset_progress, progress, "embedding", done,
+                                                                len(todo)))
                 self.vectors.upsert(name, part, vectors)
                 if start == 0 and not stored and len(todo) > len(part):
                     # a new table gets its full-text index now: rows written after it are still found
@@ -457,7 +493,7 @@ class KnowledgeBase:
             unchanged=unchanged,
             deleted=len(removed),
             total=total,
-            embedded=len(todo),
+            embedded=once.embedded,
             skipped=len(batch.problems),
             junk_merged=batch.junk_merged,
             junk_dropped=batch.junk_dropped,
@@ -473,7 +509,7 @@ class KnowledgeBase:
             unread_includes=batch.unread_includes,
             unread_docstrings=batch.unread_docstrings,
             linked=batch.linked,
-            reused=len(copied),
+            reused=len(copied) + len(todo) - once.embedded,
             moved_sources=moved_sources,
             gone=gone,
         )

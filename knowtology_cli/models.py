@@ -198,6 +198,7 @@ class IngestReport(Record):
     unchanged: int = 0
     deleted: int = 0
     total: int = 0
+    #: texts sent to the embedder: new or changed chunks, each distinct title and text once
     embedded: int = 0
     skipped: int = 0
     junk_merged: int = 0
@@ -223,6 +224,7 @@ class IngestReport(Record):
     #: links to another file of the same folder, not read twice: link -> the file read
     linked: dict[str, str] = Field(default_factory=dict)
     #: chunks embedded from nothing new: text another stored chunk had (renamed, moved or copied files)
+    #: or another new chunk of the same run has (a page shipped twice), embedded once
     reused: int = 0
     #: sources whose folder is gone from disk while their text came in again under another source
     #: (a folder moved without --source NAME --replace): source -> chunks of its text added

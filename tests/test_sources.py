@@ -502,3 +502,36 @@ def test_rm_never_reads_an_existing_folder_as_a_label_of_a_namesake_source(two_f
     assert audit_tree(store)["rows"] == 1
     label = ok("rm", "docs/notes.md", "--yes", "--store", store, cwd=two_folders)  # no such path here: a label
     assert label["removed"] == 1
+
+
+def test_the_same_text_in_several_new_files_is_embedded_once(tmp_path: Path) -> None:
+    """Documentation sets ship each page twice (Node.js's API docs as .md and .html: a third of its
+    chunks repeat another's title and text). Each distinct text is embedded once per run, also across
+    embedding batches, and every copy gets that text's vector; the report counts the copies as reused."""
+    from knowtology_cli.embedders.hash import HashEmbedder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shared = "# Shelving\n\nPallets go on the lowest shelf; cartons above them.\n"
+    for i in range(70):  # more copies than the first embedding batch holds
+        (docs / f"copy-{i:02d}.md").write_text(shared)
+    for i in range(30):
+        (docs / f"page-{i:02d}.md").write_text(f"# Page {i}\n\nOnly page {i} says word{i} here.\n")
+    report = ok("ingest", docs, "--embedder", "hash", "--store", tmp_path / "store")
+    assert (report["total"], report["embedded"], report["reused"]) == (100, 31, 69)
+    shown = kt("ingest", docs, "--embedder", "hash", "--store", tmp_path / "again")
+    assert "69 new chunk(s) have the title and text of another chunk" in shown.stdout
+    kb = KnowledgeBase.open(tmp_path / "store")
+    try:
+        ids = [f"docs/copy-{i:02d}.md#0" for i in range(70)] + [f"docs/page-{i:02d}.md#0" for i in range(30)]
+        stored = kb.vectors.vectors("default", ids)
+        model = HashEmbedder()
+        chunk = kb.vectors.get("default", ["docs/copy-00.md#0"])[0]
+        expect = model.embed_documents([f"{chunk.title}\n{chunk.text}"])[0]
+        for i in range(70):
+            assert stored[ids[i]] == pytest.approx(expect, abs=1e-6)
+        page = kb.vectors.get("default", ["docs/page-07.md#0"])[0]
+        assert stored["docs/page-07.md#0"] == pytest.approx(model.embed_documents([f"{page.title}\n{page.text}"])[0],
+                                                            abs=1e-6)
+    finally:
+        kb.close()
