@@ -583,6 +583,19 @@ def test_plain_text_paragraphs_and_underlined_headings() -> None:
         (("NOTES", "Part two"), [("heading", 9, 10), ("text", 12, 12)]),
     ]
     assert doc.dropped == 1
+    assert [b.text for _, b in blocks(doc) if b.kind == "heading"] == ["# NOTES", "## Part two"]
+
+
+def test_plain_text_heading_is_no_snippet_of_its_own_chunk() -> None:
+    # A title underlined in a .txt file reads as a heading, as the other formats' titles do: the
+    # snippet of the chunk it opens says what the text under it is, not the title once more.
+    notes = ("Tool 1.2 Release Notes\n======================\n\n * The fetch command no longer\n"
+             "   stops at a link that points nowhere, and it now says which link it skipped.\n")
+    assert snippets(parse(notes, name="1.2.txt"), "1.2.txt") == [
+        "Tool 1.2 Release Notes: The fetch command no longer stops at a link that points nowhere, and it now says which link it…"]
+    page = "tool(1)\n=======\n\nDESCRIPTION\n-----------\nSubtrees let a project hold another.\n"
+    assert snippets(parse(page, name="tool.txt"), "tool.txt") == [
+        "DESCRIPTION: Subtrees let a project hold another."]
 
 
 @pytest.mark.parametrize(("name", "content_type", "head", "expected"), [

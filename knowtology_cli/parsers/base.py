@@ -14,7 +14,7 @@ TITLE_SEPARATOR = " › "
 MAX_INCLUDE_BYTES = 2_000_000
 
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 18, "pdf": 3, "text": 1}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 18, "pdf": 3, "text": 2}
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,9 @@ def parse_text(text: str, *, name: str = "") -> Document:
             stack.append((level, line.strip()))
             titles = tuple(t for _, t in stack)
             first = index - 1 if overlined else index
-            blocks.append(Block(line.strip(), first + 1, index + 2, "heading"))
+            # written as the other parsers write a heading (``## Title``), so that chunk text and
+            # snippets know it for one rather than as the first line of what it heads
+            blocks.append(Block("#" * min(len(titles), 6) + " " + line.strip(), first + 1, index + 2, "heading"))
             index += 2
             continue
         if not line.strip():
