@@ -113,3 +113,19 @@ def test_a_section_taken_out_shifts_back_and_an_edited_text_is_unread_again(tmp_
     (retitled,) = kb.read(["docs/port.md#4"], session="agent").chunks
     assert retitled.already_read and retitled.title.startswith("Harbour handbook")
     kb.close()
+
+
+def test_the_ingest_summary_says_what_was_reused_without_contradicting_the_embedded_count(tmp_path: Path) -> None:
+    """Shifted chunks of an edited page reuse their vectors while the new section is embedded: the
+    summary must not call them renamed files nor claim that nothing was embedded."""
+    docs, store = tmp_path / "docs", tmp_path / "store"
+    docs.mkdir()
+    (docs / "port.md").write_text(page(TOPICS))
+    assert kt("ingest", str(docs), "--embedder", "hash", store=store).returncode == 0
+    (docs / "port.md").write_text(page([TOPICS[0], "fog signals", *TOPICS[1:]]))
+    again = kt("ingest", str(docs), store=store)
+    assert again.returncode == 0, again.stderr
+    assert "(1 embedded with" in again.stdout
+    (line,) = [x for x in again.stdout.splitlines() if "hold the title and text" in x]
+    assert line == (f"{len(TOPICS) - 1} chunk(s) hold the title and text of another chunk, stored or new (moved "
+                    "within their file, or a renamed, moved or copied file): each such text was embedded once at most")

@@ -139,8 +139,9 @@ def ingest(
               f"{report.deleted} deleted — {report.total} chunks ({report.embedded} embedded with {report.embedder}, "
               f"{report.seconds:.1f}s)")
     if report.reused:
-        out.print(f"{report.reused} new chunk(s) have the title and text of another chunk (renamed, moved or "
-                  "copied files): each such text was embedded once and its vector reused")
+        # shifted chunks of an edited page count here too, and other chunks of the run may be embedded
+        out.print(f"{report.reused} chunk(s) hold the title and text of another chunk, stored or new (moved within "
+                  "their file, or a renamed, moved or copied file): each such text was embedded once at most")
     for gone, count in report.moved_sources.items():
         out.print(f"note: source {gone!r} is gone from disk and {count} chunk(s) of its text came in again here; "
                   f"if its folder moved, `kt rm --source {gone}` drops the old copy (next time: "
