@@ -35,6 +35,9 @@ def test_markdown_syntax_is_stripped_and_the_section_title_prefixed() -> None:
      "Read content from a file called <filename> and store it in a <variable>."),
     ("Pass `:not(<selector>)` to skip <b>matching</b> nodes.", "Pass :not(<selector>) to skip matching nodes."),
     ('A <a href="/x">link</a> and <my-card>a card</my-card> so Vec<S> stays.', "A link and a card so Vec<S> stays."),
+    # git's manuals: a hyphenated placeholder with no closing tag is no custom element
+    ("git subtree split [<local-commit>] [<repository>]", "git subtree split [<local-commit>] [<repository>]"),
+    ('Use <x-note class="n">care</x-note> with <file-name>.', "Use care with <file-name>."),
 ])
 def test_placeholders_stay_and_html_tags_go(text: str, expected: str) -> None:
     """``<filename>`` and ``<field>`` are what the text means (reST and man pages name arguments so,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -41,6 +42,7 @@ _REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
 _LINK_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$")
 _AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
 _HTML_TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9-]*)(\s[^<>]*)?/?>")
+_CLOSING_TAG = re.compile(r"</([A-Za-z][A-Za-z0-9-]*)\s*>")
 #: The HTML elements (WHATWG, with the obsolete ones Markdown still carries): a ``<name>`` that is
 #: none of these, a custom element (with a hyphen) or a tag with attributes is a placeholder the text
 #: means (``<filename>``, ``<CONFIG>``, ``Vec<S>``), not markup.
@@ -99,10 +101,13 @@ def one_line(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def _markup_gap(tag: re.Match[str]) -> str:
-    """A space for an HTML tag (see `HTML_ELEMENTS`), the text itself for a placeholder."""
+def _markup_gap(tag: re.Match[str], closed: frozenset[str] = frozenset()) -> str:
+    """A space for an HTML tag (see `HTML_ELEMENTS`), the text itself for a placeholder. A custom
+    element's name has a hyphen, and so has many a placeholder (``git subtree split <local-commit>``):
+    it is markup when it has attributes, is a closing tag, or is closed on the same line (``closed``)."""
     name = tag.group(1)
-    html = tag.group(2) or "-" in name or (name.islower() and name in HTML_ELEMENTS)
+    custom = "-" in name and (tag.group(0).startswith("</") or name in closed)
+    html = tag.group(2) or custom or (name.islower() and name in HTML_ELEMENTS)
     return " " if html else tag.group(0)
 
 
@@ -122,7 +127,8 @@ def _inline(text: str, slots: bool = True) -> str:
     text = _REF_LINK.sub(r"\1", text)
     text = _AUTOLINK.sub(r"\1", text)
     if slots:  # markup outside code spans only: `tool get <field>` keeps its placeholder
-        text = "".join(part if n % 2 else _HTML_TAG.sub(_markup_gap, part)
+        closed = frozenset(_CLOSING_TAG.findall(text))
+        text = "".join(part if n % 2 else _HTML_TAG.sub(functools.partial(_markup_gap, closed=closed), part)
                        for n, part in enumerate(CODE_SPAN_SPLIT.split(text)))
     else:
         text = _HTML_TAG.sub(" ", text)
