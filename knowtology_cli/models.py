@@ -169,8 +169,8 @@ class ReadChunk(Record):
 
 
 #: What to do about a chunk id the collection does not hold.
-MISSING_HINT = ("its file was renamed or removed at an ingest, or the id is mistyped: kt grep or kt search finds "
-                "the text; copy ids from their output")
+MISSING_HINT = ("its file was renamed, or removed by an ingest or rm, or the id is mistyped: kt grep or kt search "
+                "finds the text; copy ids from their output")
 #: What to do when a read names no chunk id.
 NO_IDS_HINT = "copy ids from search, grep or browse output"
 #: What to do when a keyword search names no term.

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from .models import MISSING_HINT, BrowseResult, Hit, ReadResult, SearchResult
 from .provenance import cite
+from .textutil import counted
 
 ALREADY_READ = "(already read — skip)"
 
 
 def _count(n: int) -> str:
-    return f"{n} chunk" if n == 1 else f"{n} chunks"
+    return counted(n, "chunk")
 
 
 def browse_text(result: BrowseResult) -> str:

@@ -52,6 +52,13 @@ def first_few(items: list[str], shown: int) -> str:
     return ", ".join(items[:shown]) + more_suffix(len(items), shown)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 chunk``, ``3 chunks``, ``2 categories``: a count with its noun in the number it takes."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{n} {noun}s"
+
+
 def more_suffix(total: int, shown: int) -> str:
     """`` (+N more)`` when only ``shown`` of ``total`` items are named, else ``""``."""
     return f" (+{total - shown} more)" if total > shown else ""

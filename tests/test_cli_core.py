@@ -120,7 +120,7 @@ def test_read_twice_reports_already_read(cli, built_store: Path) -> None:
 def test_read_unknown_chunk_is_a_clear_error(cli, built_store: Path) -> None:
     result = cli("read", "nope#1", "--store", built_store)
     assert result.exit_code == 1 and "no chunk 'nope#1'" in result.stderr and "Hint" in result.stderr
-    assert "renamed or removed at an ingest" in result.stderr
+    assert "renamed, or removed by an ingest or rm" in result.stderr
 
 
 def test_read_returns_the_ids_it_has_and_names_the_others(cli, built_store: Path) -> None:
@@ -131,7 +131,7 @@ def test_read_returns_the_ids_it_has_and_names_the_others(cli, built_store: Path
     assert [c["chunk_id"] for c in result["chunks"]] == [some] and result["missing"] == ["gone.md#3"]
     human = cli("read", some, "gone.md#3", "--store", built_store, "--force")
     assert human.exit_code == 0 and f"[{some}]" in human.stdout
-    assert "(not found: gone.md#3 — its file was renamed or removed at an ingest" in human.stdout
+    assert "(not found: gone.md#3 — its file was renamed, or removed by an ingest or rm" in human.stdout
 
 
 def test_partial_read_names_what_a_missing_id_likely_meant(cli, built_store: Path) -> None:
@@ -145,7 +145,7 @@ def test_partial_read_names_what_a_missing_id_likely_meant(cli, built_store: Pat
     assert "nope#1" not in result["missing_hints"]
     human = cli("read", some, f"{doc}#999", "nope#1", "--store", built_store, "--force").stdout
     assert f"(not found: {doc}#999 — {doc!r} has chunks #0 to #" in human
-    assert "(not found: nope#1 — its file was renamed or removed at an ingest" in human
+    assert "(not found: nope#1 — its file was renamed, or removed by an ingest or rm" in human
 
 
 def test_malformed_jsonl_changes_nothing(cli, built_store: Path, tmp_path: Path) -> None:

@@ -535,3 +535,19 @@ def test_the_same_text_in_several_new_files_is_embedded_once(tmp_path: Path) -> 
                                                             abs=1e-6)
     finally:
         kb.close()
+
+
+def test_rm_of_a_one_chunk_file_says_one_chunk_and_a_read_of_it_names_kt_rm(tmp_path: Path) -> None:
+    """The audit of git's manuals saw "removed 1 chunks of 1 file" and, reading a removed id, a hint
+    that blamed an ingest."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "note.md").write_text("# Note\n\nA single short note about shelving.\n")
+    (docs / "pallets-and-racking-guide.md").write_text("# Pallets\n\nSomething else entirely, about racking.\n")
+    store = tmp_path / "store"
+    ok("ingest", docs, "--embedder", "hash", "--store", store)
+    done = kt("rm", docs / "note.md", "--yes", "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 chunk of 1 file — 1 chunk, 0 categories left" in done.stdout
+    gone = kt("read", "docs/note.md#0", "--store", store)
+    assert gone.returncode == 1 and "removed by an ingest or rm" in gone.stderr

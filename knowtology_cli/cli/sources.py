@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import ConfigError
+from ..textutil import counted
 from .common import CollectionOpt, JsonOpt, StoreOpt, console, emit_json, handled, open_kb, run
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when stdin is not a terminal).")]
@@ -51,15 +52,15 @@ def print_sources(report: Any) -> None:
 
 def print_removal(report: Any) -> None:
     out = console()
-    files = f"{len(report.files)} file" + ("" if len(report.files) == 1 else "s")
+    files = counted(len(report.files), "file")
     if report.dry_run:
-        out.print(f"{report.collection}: would remove {report.removed} chunks of {files}"
+        out.print(f"{report.collection}: would remove {counted(report.removed, 'chunk')} of {files}"
                   + (f" and forget source {', '.join(report.sources)}" if report.sources else "")
                   + " (dry run: nothing changed)", markup=False)
     else:
-        out.print(f"{report.collection}: removed {report.removed} chunks of {files}"
+        out.print(f"{report.collection}: removed {counted(report.removed, 'chunk')} of {files}"
                   + (f", forgot source {', '.join(report.sources)}" if report.sources else "")
-                  + f" — {report.total} chunks, {report.nodes} categories left", markup=False)
+                  + f" — {counted(report.total, 'chunk')}, {counted(report.nodes, 'category')} left", markup=False)
     for name in report.files[:20]:
         out.print(f"  {name}", markup=False)
     if len(report.files) > 20:
@@ -90,9 +91,10 @@ def register(app: typer.Typer) -> None:
             if not dry_run and not yes:
                 plan = kb.rm(paths or [], source=source, dry_run=True)
                 if plan.removed or plan.sources:
-                    confirm(f"Remove {plan.removed} chunks of {len(plan.files)} files from {plan.collection!r}"
+                    confirm(f"Remove {counted(plan.removed, 'chunk')} of {counted(len(plan.files), 'file')} from "
+                            f"{plan.collection!r}"
                             + (f" and forget source {', '.join(plan.sources)}" if plan.sources else "") + "?",
-                            f"remove {plan.removed} chunks")
+                            f"remove {counted(plan.removed, 'chunk')}")
             report = kb.rm(paths or [], source=source, dry_run=dry_run)
         if as_json:
             return emit_json(report)
