@@ -1,11 +1,5 @@
-"""Parts of speech of English words: Brill's tagger lexicon, as the TextBlob package ships it.
-
-The lexicon (Brill 1992, trained on the Brown corpus and the Penn Treebank; about 94,000 words) gives
-each word its most frequent Penn Treebank tag. The offline namer asks one question of it: does English
-use this word mostly as a noun? "forgot" (VBD), "warm" (JJ) and "manually" (RB) do not, so they name
-a topic less well than "refund" (NN) or a gerund the lexicon lists as a noun ("logging"). The file is
-read from the installed package's directory without importing TextBlob (whose import loads NLTK).
-"""
+"""Parts of speech of English words: Brill's tagger lexicon (Brown corpus + Penn Treebank), as
+TextBlob ships it; read from the installed package's folder, without importing TextBlob (or NLTK)."""
 
 from __future__ import annotations
 
@@ -54,7 +48,8 @@ def lexicon_tag(word: str) -> str | None:
 
 
 def is_noun(word: str) -> bool | None:
-    """Whether English mostly uses ``word`` as a noun; None when the lexicon does not know it (jargon,
+    """Whether English mostly uses ``word`` as a noun ("refund", "logging"; not "forgot", "warm" or
+    "manually", which name a topic less well); None when the lexicon does not know it (jargon,
     identifiers) or lists it as a gerund."""
     tag = lexicon_tag(word)
     if tag is None or tag == GERUND:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
-from .base import PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
+from .base import COMPRESSED, PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
 from .markdown import parse_markdown
 from .rst import parse_rst
 from .text import parse_text
@@ -35,9 +35,6 @@ _EXTENSIONS: dict[str, str] = {
     ".pdf": "pdf",
     ".txt": "text", ".text": "text",
 }
-#: A document compressed with gzip (``user_guide.rst.gz``, as Debian ships docs): read as the
-#: document it holds, named by the extension before this one.
-COMPRESSED = ".gz"
 #: ``X.txt`` where X is another format's extension is that format saved as text (Sphinx writes
 #: its sources as ``page.rst.txt``; Markdown exports often end ``.md.txt``).
 _TEXT_WRAPPERS = (".txt", ".text")

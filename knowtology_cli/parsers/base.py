@@ -13,6 +13,10 @@ TITLE_SEPARATOR = " › "
 #: page, not a data dump.
 MAX_INCLUDE_BYTES = 2_000_000
 
+#: A document compressed with gzip (``user_guide.rst.gz``, as Debian ships docs): read as the
+#: document it holds, named by the extension before this one.
+COMPRESSED = ".gz"
+
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
 PARSER_VERSIONS: dict[str, int] = {"markdown": 26, "rst": 26, "html": 18, "pdf": 3, "text": 2}
 

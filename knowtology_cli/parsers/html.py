@@ -10,8 +10,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import lxml.html
 
-from . import COMPRESSED
-from .base import Block, Document, Section, parser_version, refresh_of
+from .base import COMPRESSED, Block, Document, Section, parser_version, refresh_of
 from .inline import code_span, flow, plain_spans, table_text
 
 DROPPED_TAGS = frozenset({
