@@ -27,7 +27,7 @@ from .textutil import more_suffix
 
 DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-DOC_KINDS = ".md, .rst, .html, .pdf, .txt (also .rst.txt, .md.txt, .htm; each also gzipped, .gz)"
+DOC_KINDS = ".md, .rst, .html, .pdf, .txt, .adoc (also .rst.txt, .md.txt, .htm; each also gzipped, .gz)"
 MAX_TEXT_CHARS = 1_000_000
 #: The most bytes a gzip-compressed document may hold once decompressed (a larger one is reported,
 #: not read: a small file that inflates without end is no document).
@@ -503,6 +503,10 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
             _read_jsonl_lines(_jsonl_lines(text), label, label, batch)
         return
     fmt = detect_format(path.name, head=data[:RST_HEAD])
+    if fmt is None:  # ``SHA256SUMS.asc``: a PGP signature, not AsciiDoc
+        kind = path.suffix.lower()
+        batch.other_files[kind] = batch.other_files.get(kind, 0) + 1
+        return
     content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
     if content is None:
         return

@@ -598,3 +598,28 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
         "docs/notes.md.gz#")
     assert not json.loads(kt("grep", "extension inside", "--json", store=store).stdout)["hits"]
     assert parsers.display_name("docs/guide.rst.gz") == "guide" and parsers.display_name("a/changelog.gz") == "changelog.gz"
+
+
+def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:
+    root = tmp_path / "adoc"
+    root.mkdir()
+    (root / "guide.adoc").write_text(
+        "= Cold Room Guide\n:toc:\n\nKeep the door shut.\n\n== Defrost\n\nRun `defrost --now` weekly.\n\n"
+        "[source,shell]\n----\ndefrost --now\n----\n\ninclude::steps.adoc[]\n")
+    (root / "steps.adoc").write_text("=== Steps\n\nWipe the coils dry.\n")
+    (root / "broken.adoc").write_text("= Broken\n\nifeval::[1==1]\nx\nendif::[]\n")
+    (root / "SHA256SUMS.asc").write_text("-----BEGIN PGP SIGNATURE-----\nabc\n-----END PGP SIGNATURE-----\n")
+    store = tmp_path / "store"
+    result = kt("ingest", str(root), "--embedder", "hash", "--skip-invalid", store=store)
+    assert result.returncode == 0, result.stderr
+    problems = [line for line in result.stdout.splitlines() if "broken.adoc" in line]
+    assert len(problems) == 1 and "asciidoc cannot convert it (line 3" in problems[0], result.stdout
+    assert "WARNING" not in result.stdout + result.stderr and "SHA256SUMS" not in result.stderr
+    result = kt("read", "adoc/guide.adoc#0", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    chunk = json.loads(result.stdout)["chunks"][0]
+    assert chunk["title"] == "Cold Room Guide" and chunk["lines"][0] == 1
+    assert "`defrost --now`" in chunk["text"] and "```shell\ndefrost --now\n```" in chunk["text"]
+    assert "Wipe the coils dry." in chunk["text"] and "Table of Contents" not in chunk["text"]
+    hits = json.loads(kt("grep", "coils", "--json", store=store).stdout)["hits"]
+    assert hits and hits[0]["chunk_id"].startswith("adoc/guide.adoc#")

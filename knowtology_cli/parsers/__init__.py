@@ -34,6 +34,7 @@ _EXTENSIONS: dict[str, str] = {
     ".html": "html", ".htm": "html", ".xhtml": "html",
     ".pdf": "pdf",
     ".txt": "text", ".text": "text",
+    ".adoc": "asciidoc", ".asciidoc": "asciidoc", ".asc": "asciidoc",
 }
 #: ``X.txt`` where X is another format's extension is that format saved as text (Sphinx writes
 #: its sources as ``page.rst.txt``; Markdown exports often end ``.md.txt``).
@@ -43,6 +44,7 @@ _CONTENT_TYPES: dict[str, str] = {
     "text/x-rst": "rst", "text/prs.fallenstein.rst": "rst",
     "text/html": "html", "application/xhtml+xml": "html",
     "application/pdf": "pdf",
+    "text/asciidoc": "asciidoc", "text/x-asciidoc": "asciidoc",
     "text/plain": "text",
 }
 DOCUMENT_FORMATS = frozenset(_CONTENT_TYPES.values())
@@ -120,6 +122,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
         if inner in ("markdown", "rst", "html"):
             by_name = inner
     if head is not None:
+        if by_name == "asciidoc" and head.lstrip().startswith(b"-----BEGIN PGP "):
+            return None  # ``release.tar.gz.asc``: a signature, not AsciiDoc
         if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"%PDF-"):
             return "pdf"
         if by_name in (None, "text") and _HTML_START.match(head[:4096]):
@@ -153,6 +157,14 @@ def _parser(fmt: str) -> Callable[..., Document]:
         return parse_rst
     if fmt == "text":
         return parse_text
+    if fmt == "asciidoc":
+        try:
+            from .adoc import parse_asciidoc  # deferred: loads asciidoc-py and lxml
+        except ImportError as exc:
+            package = "asciidoc" if (exc.name or "").startswith("asciidoc") else "lxml"
+            raise ConfigError(f"reading AsciiDoc needs the {package} package, which is not installed",
+                              hint=f"pip install {package}") from exc
+        return parse_asciidoc
     if fmt in _EXTRAS:
         extra, module = _EXTRAS[fmt]
         parser: Callable[..., Document]
@@ -244,6 +256,6 @@ def parse(
     if fmt == "html" and isinstance(data, bytes):
         return parser(data, name=label)
     text = decode_text(data, label) if isinstance(data, bytes) else data.removeprefix("\ufeff")
-    if fmt in ("rst", "markdown"):
+    if fmt in ("rst", "markdown", "asciidoc"):
         return parser(text, name=label, path=path, root=root)
     return parser(text, name=label)
