@@ -549,5 +549,8 @@ def test_rm_of_a_one_chunk_file_says_one_chunk_and_a_read_of_it_names_kt_rm(tmp_
     done = kt("rm", docs / "note.md", "--yes", "--store", store)
     assert done.returncode == 0, done.stderr
     assert "removed 1 chunk of 1 file — 1 chunk, 0 categories left" in done.stdout
+    (docs / "note.md").unlink()
+    again = kt("ingest", docs, "--store", store)
+    assert "— 1 chunk (0 embedded with" in again.stdout
     gone = kt("read", "docs/note.md#0", "--store", store)
     assert gone.returncode == 1 and "removed by an ingest or rm" in gone.stderr

@@ -11,7 +11,7 @@ import typer
 
 from .. import __version__
 from ..stores import heavy_imports
-from ..textutil import first_few
+from ..textutil import counted, first_few
 from . import agents, bench, export, scale, sources
 from .common import (
     CollectionOpt,
@@ -136,7 +136,7 @@ def ingest(
         return emit_json(report)
     out = console()
     out.print(f"{report.collection}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
-              f"{report.deleted} deleted — {report.total} chunks ({report.embedded} embedded with {report.embedder}, "
+              f"{report.deleted} deleted — {counted(report.total, 'chunk')} ({report.embedded} embedded with {report.embedder}, "
               f"{report.seconds:.1f}s)")
     if report.reused:
         # shifted chunks of an edited page count here too, and other chunks of the run may be embedded
