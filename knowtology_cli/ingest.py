@@ -10,12 +10,13 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .chunking import chunk_document
@@ -431,8 +432,23 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
         if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
             yield path
         else:
-            kind = path.suffix.lower() or "(no extension)"
+            kind = _kind(path.name)
             batch.other_files[kind] = batch.other_files.get(kind, 0) + 1
+
+
+#: An extension as people write them (``.csv``, ``.debian``), not a version's dot (``v2.13-notes``).
+_EXTENSION = re.compile(r"\.[a-z][a-z0-9]{0,7}")
+
+
+def _kind(name: str) -> str:
+    """How the ingest note counts a file it does not read: by extension, a compressed one by the
+    extension inside too (``.csv.gz``; ``(no extension).gz`` for ``changelog.gz``), so a note never
+    reads as if gzip itself were not read."""
+    path = PurePosixPath(name.lower())
+    if path.suffix != COMPRESSED:
+        return path.suffix or "(no extension)"
+    inner = PurePosixPath(path.stem).suffix
+    return (inner if _EXTENSION.fullmatch(inner) else "(no extension)") + COMPRESSED
 
 
 def _read_bytes(path: Path, label: str, batch: InputBatch) -> bytes | None:

@@ -579,6 +579,8 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
     (docs / "plain.md").write_text("# Plain\n\nA numbat counts termites.\n")
     (docs / "broken.md.gz").write_bytes(b"# not gzip at all\n")
     (docs / "changelog.gz").write_bytes(gzip.compress(b"no document extension inside\n"))
+    (docs / "v2.13-ReleaseNotes.gz").write_bytes(gzip.compress(b"a version's dot is no extension\n"))
+    (docs / "sales.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\n"))
     (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     store = tmp_path / "store"
     refused = kt("ingest", str(docs), "--embedder", "hash", store=store)
@@ -586,10 +588,11 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
         "Error: docs/broken.md.gz: not a readable gzip file (") and "decompress it or replace it" in refused.stderr
     report = json.loads(kt("ingest", str(docs), "--embedder", "hash", "--skip-invalid", "--json", store=store).stdout)
     assert report["added"] == 3 and [p.split(":", 1)[0] for p in report["problems"]] == ["docs/broken.md.gz"]
-    assert report["not_documents"] == {".gz": 1, ".png": 1}  # changelog.gz and logo.png: named, not read
+    # named by what is inside, so the note never reads as if gzip were not read
+    assert report["not_documents"] == {"(no extension).gz": 2, ".csv.gz": 1, ".png": 1}
     again = kt("ingest", str(docs), "--embedder", "hash", "--skip-invalid", store=store).stdout
-    assert "note: 2 file(s) in the ingested folder(s) are not documents kt reads and were left out: .gz (1), " \
-           ".png (1)" in again
+    assert "note: 4 file(s) in the ingested folder(s) are not documents kt reads and were left out: " \
+           "(no extension).gz (2), .csv.gz (1), .png (1)" in again
     hit = json.loads(kt("grep", "quokka", "--json", store=store).stdout)["hits"][0]
     assert hit["chunk_id"].startswith("docs/guide.rst.gz#")
     read = kt("read", hit["chunk_id"], store=store).stdout
