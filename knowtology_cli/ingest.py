@@ -26,7 +26,6 @@ from .parsers import COMPRESSED, RST_HEAD, decode_text, detect_format, parse
 from .parsers.base import walk_files
 from .textutil import more_suffix
 
-DOC_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".txt", ".text", ".rst", ".rest", ".html", ".htm", ".xhtml", ".pdf"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 DOC_KINDS = ".md, .rst, .html, .pdf, .txt, .adoc (also .rst.txt, .md.txt, .htm; each also gzipped, .gz)"
 MAX_TEXT_CHARS = 1_000_000
@@ -150,6 +149,11 @@ class InputBatch:
     failed: set[str] = field(default_factory=set)
     #: files of the walked folders that are no document kt reads (images, scripts…): extension -> count
     other_files: dict[str, int] = field(default_factory=dict)
+
+    def not_a_document(self, name: str) -> None:
+        """Count a file of the walked folders that kt does not read, by its kind (`_kind`)."""
+        kind = _kind(name)
+        self.other_files[kind] = self.other_files.get(kind, 0) + 1
 
     def add(self, chunk: Chunk, where: str) -> None:
         if chunk.chunk_id in self.origins:
@@ -432,8 +436,7 @@ def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
         if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
             yield path
         else:
-            kind = _kind(path.name)
-            batch.other_files[kind] = batch.other_files.get(kind, 0) + 1
+            batch.not_a_document(path.name)
 
 
 #: An extension as people write them (``.csv``, ``.debian``), not a version's dot (``v2.13-notes``).
@@ -520,8 +523,7 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
         return
     fmt = detect_format(path.name, head=data[:RST_HEAD])
     if fmt is None:  # ``SHA256SUMS.asc``: a PGP signature, not AsciiDoc
-        kind = path.suffix.lower()
-        batch.other_files[kind] = batch.other_files.get(kind, 0) + 1
+        batch.not_a_document(path.name)
         return
     content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
     if content is None:

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..chunking import TITLE_SEPARATOR
-from ..ingest import DOC_SUFFIXES, JSONL_SUFFIXES
-from ..parsers import COMPRESSED
+from ..ingest import JSONL_SUFFIXES
+from ..parsers import COMPRESSED, DOCUMENT_SUFFIXES
 from .prompts import EXAMPLE_PATH, TREE_PLACEHOLDERS, TreeCaps, system_prompt
 from .validate import NameCheck
 
@@ -37,7 +37,7 @@ def tree_name_check(stores: BuildStores, collection: str, chunk_ids: Iterable[st
     instructions = system_prompt(False, caps) + "\n" + system_prompt(True, caps)
     return NameCheck(chunk_ids=chunk_ids, files=known, examples=[EXAMPLE_PATH], placeholders=TREE_PLACEHOLDERS,
                      instructions=instructions, titles=doc_titles, doc_of={c: d or f for c, (d, f) in meta.items()},
-                     extensions=DOC_SUFFIXES | JSONL_SUFFIXES | {COMPRESSED})
+                     extensions=DOCUMENT_SUFFIXES | JSONL_SUFFIXES | {COMPRESSED})
 
 
 def origins_note(origins: Counter[str]) -> str | None:

@@ -15,6 +15,7 @@ from .text import parse_text
 __all__ = [
     "COMPRESSED",
     "DOCUMENT_FORMATS",
+    "DOCUMENT_SUFFIXES",
     "PARSER_VERSIONS",
     "RST_HEAD",
     "TITLE_SEPARATOR",
@@ -36,6 +37,8 @@ _EXTENSIONS: dict[str, str] = {
     ".txt": "text", ".text": "text",
     ".adoc": "asciidoc", ".asciidoc": "asciidoc", ".asc": "asciidoc",
 }
+#: Every file-name extension a document format is read by.
+DOCUMENT_SUFFIXES = frozenset(_EXTENSIONS)
 #: ``X.txt`` where X is another format's extension is that format saved as text (Sphinx writes
 #: its sources as ``page.rst.txt``; Markdown exports often end ``.md.txt``).
 _TEXT_WRAPPERS = (".txt", ".text")
