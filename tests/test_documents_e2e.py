@@ -568,7 +568,7 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
     """Debian ships docs as ``user_guide.rst.gz``: a folder ingest reads them like the plain files
     (format from the name inside, lines of the decompressed text, titles without ``.gz``); a file
     that is no gzip is named with what to do, and --skip-invalid takes the others in. Files that are no
-    document (an image, ``changelog.gz`` with no document inside) are counted by extension."""
+    document (an image, ``build-log.gz`` with no document inside) are counted by extension."""
     import gzip
 
     docs = tmp_path / "docs"
@@ -578,7 +578,7 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
     (docs / "notes.md.gz").write_bytes(gzip.compress(b"# Notes\n\nThe wombat cache lives in `~/.wombat`.\n"))
     (docs / "plain.md").write_text("# Plain\n\nA numbat counts termites.\n")
     (docs / "broken.md.gz").write_bytes(b"# not gzip at all\n")
-    (docs / "changelog.gz").write_bytes(gzip.compress(b"no document extension inside\n"))
+    (docs / "build-log.gz").write_bytes(gzip.compress(b"no document extension inside\n"))
     (docs / "v2.13-ReleaseNotes.gz").write_bytes(gzip.compress(b"a version's dot is no extension\n"))
     (docs / "sales.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\n"))
     (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
@@ -600,7 +600,27 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
     assert json.loads(kt("grep", "wombat", "--json", store=store).stdout)["hits"][0]["chunk_id"].startswith(
         "docs/notes.md.gz#")
     assert not json.loads(kt("grep", "extension inside", "--json", store=store).stdout)["hits"]
-    assert parsers.display_name("docs/guide.rst.gz") == "guide" and parsers.display_name("a/changelog.gz") == "changelog.gz"
+    assert parsers.display_name("docs/guide.rst.gz") == "guide" and parsers.display_name("a/build-log.gz") == "build-log.gz"
+
+
+def test_a_projects_extensionless_readme_and_news_are_read_as_text(tmp_path: Path) -> None:
+    """A source release carries README, NEWS, INSTALL without an extension (Debian ships NEWS.gz):
+    they are read as plain text, named with their folder; other extensionless files stay out."""
+    import gzip
+
+    root = tmp_path / "quokka-1.2"
+    root.mkdir()
+    (root / "README").write_text("Quokka\n======\n\nQuokka counts marsupials on small islands.\n")
+    (root / "NEWS.gz").write_bytes(gzip.compress(b"Changes in 1.2\n--------------\n\nThe wallaby census is faster.\n"))
+    (root / "Makefile").write_text("all:\n\tcc -o quokka quokka.c\n")
+    store = tmp_path / "store"
+    report = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
+    assert report["added"] == 2 and report["not_documents"] == {"(no extension)": 1}
+    (chunk,) = json.loads(kt("read", "quokka-1.2/README#0", "--json", store=store).stdout)["chunks"]
+    assert chunk["title"] == "Quokka" and "small islands" in chunk["text"]
+    hits = json.loads(kt("grep", "wallaby", "--json", store=store).stdout)["hits"]
+    assert [h["chunk_id"] for h in hits] == ["quokka-1.2/NEWS.gz#0"]
+    assert parsers.display_name("quokka-1.2/README") == "quokka-1.2 README"
 
 
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:

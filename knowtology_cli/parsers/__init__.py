@@ -73,6 +73,12 @@ _RST_OVERLINED = re.compile(rb"^(([=\-~*#^+])\2{2,})[ \t]*\r?\n([^\n]*\S)[ \t]*\
 _RST_EVIDENCE = 2
 #: How much of a ``.txt`` file is looked at for reStructuredText markup.
 RST_HEAD = 65536
+#: Names of the plain-text documents a source release carries without an extension (the GNU coding
+#: standards' README, NEWS, INSTALL, ChangeLog ... and their common kin): read as text, so a
+#: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too.
+PLAIN_TEXT_NAMES = frozenset({"readme", "news", "install", "copying", "changelog", "changes", "history",
+                              "authors", "thanks", "todo", "bugs", "hacking", "contributing", "license",
+                              "notice", "credits", "faq"})
 
 
 #: File names that say what a file is to its folder, not what it is about: such a file is named
@@ -120,6 +126,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     if len(suffixes) >= 2 and suffixes[-1] == COMPRESSED:
         suffixes.pop()  # ``guide.rst.gz``: the document inside names the format (``head`` is its bytes)
     by_name = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
+    if by_name is None and _plain_text_name(name):
+        by_name = "text"
     if by_name == "text" and len(suffixes) >= 2 and suffixes[-1] in _TEXT_WRAPPERS:
         inner = _EXTENSIONS.get(suffixes[-2])
         if inner in ("markdown", "rst", "html"):
@@ -134,6 +142,14 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
         if by_name == "text" and _looks_like_rst(head[:RST_HEAD]):
             return "rst"
     return by_name
+
+
+def _plain_text_name(name: str) -> bool:
+    """Whether ``name`` (``README``, ``NEWS.gz``) is an extensionless plain-text document (`PLAIN_TEXT_NAMES`)."""
+    base = PurePosixPath(name.replace("\\", "/")).name.lower()
+    if base.endswith(COMPRESSED):
+        base = base[: -len(COMPRESSED)]
+    return base in PLAIN_TEXT_NAMES
 
 
 def _looks_like_rst(head: bytes) -> bool:
