@@ -605,7 +605,8 @@ def test_gzip_compressed_documents_are_read_as_the_documents_they_hold(tmp_path:
 
 def test_a_projects_extensionless_readme_and_news_are_read_as_text(tmp_path: Path) -> None:
     """A source release carries README, NEWS, INSTALL without an extension (Debian ships NEWS.gz):
-    they are read as plain text, named with their folder; other extensionless files stay out."""
+    they are read as plain text, named with their folder; other extensionless files stay out, and so
+    does a ChangeLog (a log of every change for developers, not documentation)."""
     import gzip
 
     root = tmp_path / "quokka-1.2"
@@ -613,9 +614,10 @@ def test_a_projects_extensionless_readme_and_news_are_read_as_text(tmp_path: Pat
     (root / "README").write_text("Quokka\n======\n\nQuokka counts marsupials on small islands.\n")
     (root / "NEWS.gz").write_bytes(gzip.compress(b"Changes in 1.2\n--------------\n\nThe wallaby census is faster.\n"))
     (root / "Makefile").write_text("all:\n\tcc -o quokka quokka.c\n")
+    (root / "ChangeLog").write_text("2026-01-02  Ann Example\n\n\t* quokka.c (count): Fix off-by-one.\n")
     store = tmp_path / "store"
     report = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
-    assert report["added"] == 2 and report["not_documents"] == {"(no extension)": 1}
+    assert report["added"] == 2 and report["not_documents"] == {"(no extension)": 2}  # Makefile, ChangeLog
     (chunk,) = json.loads(kt("read", "quokka-1.2/README#0", "--json", store=store).stdout)["chunks"]
     assert chunk["title"] == "Quokka" and "small islands" in chunk["text"]
     hits = json.loads(kt("grep", "wallaby", "--json", store=store).stdout)["hits"]

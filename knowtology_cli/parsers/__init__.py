@@ -73,12 +73,14 @@ _RST_OVERLINED = re.compile(rb"^(([=\-~*#^+])\2{2,})[ \t]*\r?\n([^\n]*\S)[ \t]*\
 _RST_EVIDENCE = 2
 #: How much of a ``.txt`` file is looked at for reStructuredText markup.
 RST_HEAD = 65536
-#: Names of the plain-text documents a source release carries without an extension (the GNU coding
-#: standards' README, NEWS, INSTALL, ChangeLog ... and their common kin): read as text, so a
-#: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too.
-PLAIN_TEXT_NAMES = frozenset({"readme", "news", "install", "copying", "changelog", "changes", "history",
-                              "authors", "thanks", "todo", "bugs", "hacking", "contributing", "license",
-                              "notice", "credits", "faq"})
+#: Names of the plain-text documents a source release carries without an extension for its users
+#: (the GNU coding standards' README, NEWS, INSTALL ... and their common kin): read as text, so a
+#: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too. A
+#: ``ChangeLog`` is left out: the standards' log of every change for developers (git's is 3 MB of
+#: commit messages), which would outweigh the documentation in the map; NEWS says what users need.
+PLAIN_TEXT_NAMES = frozenset({"readme", "news", "install", "copying", "changes", "history", "authors",
+                              "thanks", "todo", "bugs", "hacking", "contributing", "license", "notice",
+                              "credits", "faq"})
 
 
 #: File names that say what a file is to its folder, not what it is about: such a file is named
