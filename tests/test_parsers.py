@@ -531,6 +531,24 @@ def test_pdf_chapter_running_headers_go_and_lines_repeated_twice_stay(tmp_path: 
     assert doc.dropped == 7
 
 
+def test_pdf_headers_that_carry_the_page_number_go_however_short_the_chapter(tmp_path: Path) -> None:
+    # A manual's header names the chapter and ends with the printed page number; a chapter of one or
+    # two pages never repeats its header enough to be found by repetition, but the number gives it away.
+    path = tmp_path / "manual.pdf"
+    pages = [["Cold Chain Manual"], ["Docks open at six.", "Bay 4 is for frozen goods."],
+             ["Each pallet is wrapped.", "Wrap twice above 40"], ["Vans leave at seven."],
+             ["Drivers log the chiller."], ["Routes are planned daily.", "Stop 9"]]
+    headers = ["", "Chapter 1: Docks 2", "Chapter 1: Docks 3", "Chapter 2: Vans 4", "Chapter 3: Routes 5",
+               "Chapter 3: Routes 6"]
+    write_lines_pdf(path, pages, headers=headers, numbered=True)
+    doc = parse(path)
+    text = "\n".join(b.text for _, b in blocks(doc))
+    assert "Chapter" not in text
+    # an edge line ending in another number than its page's is text
+    assert "Wrap twice above 40" in text and "Stop 9" in text and "Bay 4 is for frozen goods." in text
+    assert doc.dropped == 11  # five headers and six page numbers
+
+
 @pytest.mark.parametrize(("lines", "expected"), [
     # The document's own words decide: it writes "encoding" and "--gen-suppressions" elsewhere.
     (["Libtasn1 does DER encod-", "ing of values. Encoding is fast.", "Use --gen-",

@@ -23,6 +23,11 @@ RUNNING_MIN_PAGES = 2
 #: is one. Two is not enough: a reference can repeat a parameter's line at two nearby page edges.
 RUNNING_REACH = 2
 RUNNING_RUN = 3
+#: A line at a page's edge that ends with the page's printed number is a running header however
+#: rarely its words repeat (a short chapter's ``Chapter 3: Utilities 7`` heads one or two pages). The
+#: printed number is the page's index plus the document's offset (front matter, a cover), taken as the
+#: offset most edge numbers show, seen on at least `RUNNING_RUN` pages.
+_EDGE_NUMBER = re.compile(r"(?:^|\s)(\d{1,5})$")
 #: PDFium's mark for a hyphen at the end of a line, whose line it joins to the next.
 LINE_END_HYPHEN = "\ufffe"
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
@@ -124,6 +129,8 @@ def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
         for key in keys:
             if _LETTER.search(key):
                 where.setdefault(key, []).append(index)
+    for index, key in _numbered_edges(pages):
+        running[index].add(key)
     for key, indexes in where.items():
         runs = [[indexes[0]]]
         for index in indexes[1:]:
@@ -134,6 +141,20 @@ def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
         for page in (page for run in runs if len(run) >= RUNNING_RUN for page in run):
             running[page].add(key)
     return running
+
+
+def _numbered_edges(pages: list[list[tuple[str, float, float]]]) -> list[tuple[int, str]]:
+    """``(page index, key)`` of the edge lines with words that end with their page's printed number."""
+    found = [(index, int(m.group(1)), text) for index, lines in enumerate(pages)
+             for text, _, _ in lines[:2] + lines[-2:] if (m := _EDGE_NUMBER.search(text))]
+    offsets = Counter(offset for index, offset in {(index, number - index) for index, number, _ in found})
+    if not offsets:
+        return []
+    offset, pages_seen = offsets.most_common(1)[0]
+    if pages_seen < RUNNING_RUN:
+        return []
+    return [(index, _key(text)) for index, number, text in found
+            if number - index == offset and _LETTER.search(text)]
 
 
 def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple[str, float, float]]]:
@@ -190,7 +211,8 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     reads the outline. Text comes line by line with each line's box: a vertical gap clearly larger
     than the document's usual line spacing (`PARAGRAPH_GAP`) starts a new paragraph, as pdfminer's
     ``line_margin`` does. Running headers and footers — a first or last line that repeats, digits
-    aside, on most pages (`RUNNING_SHARE`) — and bare page numbers are dropped.
+    aside, on most pages (`RUNNING_SHARE`) or over a run of nearby pages, or that ends with the
+    page's printed number — and bare page numbers are dropped.
 
     The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
     line that reads as the title when there is one. Without an outline a PDF is one titled section.
