@@ -549,6 +549,26 @@ def test_pdf_headers_that_carry_the_page_number_go_however_short_the_chapter(tmp
     assert doc.dropped == 11  # five headers and six page numbers
 
 
+def test_pdf_outline_title_finds_its_numbered_heading_line(tmp_path: Path) -> None:
+    # The outline says "Loading the van" where the page prints "1.2 Loading the van": the printed line
+    # is the heading, not a second copy of it in the text.
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    pdf.cell(0, 6, "Vans are checked before loading.", new_x="LMARGIN", new_y="NEXT")
+    pdf.start_section("Loading the van", level=0)
+    pdf.cell(0, 6, "1.2 Loading the van", new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(0, 6, "Frozen totes go in the rear compartment.", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "vans.pdf"
+    pdf.output(str(path))
+    found = [(titles, b.text) for titles, b in blocks(parse(path))]
+    assert found[-2:] == [(("Loading the van",), "# Loading the van"),
+                          (("Loading the van",), "Frozen totes go in the rear compartment.")]
+    assert "Vans are checked before loading." in found[0][1]
+
+
 @pytest.mark.parametrize(("lines", "expected"), [
     # The document's own words decide: it writes "encoding" and "--gen-suppressions" elsewhere.
     (["Libtasn1 does DER encod-", "ing of values. Encoding is fast.", "Use --gen-",

@@ -36,6 +36,7 @@ _LINE = re.compile(r"[^\r\n]+")
 _LETTER = re.compile(r"[^\W\d_]")
 _WORDS = re.compile(r"[\w-]+")
 _NUMBER_AFTER_HYPHEN = re.compile(rf"{LINE_END_HYPHEN}(\d{{1,5}})$")
+_SECTION_NUMBER = re.compile(r"^(?:\d+ )+(?=[a-z])")
 _BROKEN = re.compile(rf"([\w-]*){LINE_END_HYPHEN}([\w-]*)")
 
 
@@ -200,7 +201,9 @@ def _plain(before: str, after: str) -> bool:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"[^0-9a-z]+", " ", text.lower()).strip()
+    """A title as compared with a line: lower case, words only, without a leading section number
+    (an outline may say ``Invoking asn1Decoding`` where the page says ``3.3 Invoking asn1Decoding``)."""
+    return _SECTION_NUMBER.sub("", re.sub(r"[^0-9a-z]+", " ", text.lower()).strip())
 
 
 def parse_pdf(data: bytes, *, name: str = "") -> Document:
