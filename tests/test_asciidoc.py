@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from knowtology_cli.errors import InputError
 from knowtology_cli.parsers import PARSER_VERSIONS, detect_format, parse
+
+KT = str(Path(sys.executable).parent / "kt")
 
 GUIDE = """= Deploy Guide
 Jane Doe <jane@example.com>
@@ -44,13 +50,13 @@ def test_extensions_and_version() -> None:
     for name in ("a.adoc", "b.asciidoc", "c.asc", "d.adoc.gz"):
         assert detect_format(name) == "asciidoc"
     assert detect_format("x.tar.gz.asc", head=b"-----BEGIN PGP SIGNATURE-----\n") is None
-    assert PARSER_VERSIONS["asciidoc"] == 1
+    assert PARSER_VERSIONS["asciidoc"] == 2
 
 
 def test_title_sections_and_clean_blocks(tmp_path: Path) -> None:
     (tmp_path / "guide.adoc").write_text(GUIDE)
     doc = parse(tmp_path / "guide.adoc")
-    assert (doc.format, doc.title, doc.parser) == ("asciidoc", "Deploy Guide", "asciidoc/1")
+    assert (doc.format, doc.title, doc.parser) == ("asciidoc", "Deploy Guide", "asciidoc/2")
     texts = {b.text: (titles, b) for titles, b in _blocks(doc)}
     assert "Intro with `inline code` and bold." in texts
     code = texts['```python\nprint("a < b")\n```']
@@ -97,3 +103,64 @@ def test_unconvertible_document_is_one_input_error(capfd: pytest.CaptureFixture[
     assert message.startswith("bad.adoc: asciidoc cannot convert it (") and "\n" not in message
     assert "asciidoc --safe" in message
     assert capfd.readouterr() == ("", "")
+
+
+#: A man page in AsciiDoc saved as .txt, with a project's own macro for man page links.
+MANPAGE = """\
+tool-sync(1)
+============
+
+NAME
+----
+tool-sync - Copy a tree to a mirror
+
+SYNOPSIS
+--------
+[verse]
+'tool sync' [--dry-run] <source> <mirror>
+
+DESCRIPTION
+-----------
+Copies every file of <source> to <mirror>, as linkman:tool-config[5] sets it up.
+
+EXAMPLES
+--------
+* Preview a sync:
++
+------------
+$ tool sync --dry-run src/ /mnt/mirror
+------------
+"""
+
+
+def test_project_macros_read_as_text() -> None:
+    doc = parse("= T\n\nSee linkman:tool[1], kbd:[Ctrl+C] and `linkman:x[1]`.\n\n----\nlinkman:y[1]\n----\n",
+                name="t.adoc")
+    assert [b.text for _, b in _blocks(doc)][1:] == ["See tool(1), Ctrl+C and `linkman:x[1]`.",
+                                                      "```\nlinkman:y[1]\n```"]
+
+
+def test_txt_is_read_as_asciidoc_when_its_markup_says_so(tmp_path: Path) -> None:
+    """kt ingests an AsciiDoc .txt as AsciiDoc, and reads one asciidoc-py refuses as the text it is."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tool-sync.txt").write_text(MANPAGE)
+    (docs / "odd.txt").write_text("[NOTE]\nKeep it.\n\nifeval::[1==1]\nSecret rule.\nendif::[]\n")
+    env = {**os.environ, "KNOWTOLOGY_STORE": str(tmp_path / "store"), "LANCE_LOG": "error"}
+
+    def kt(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KT, *args], capture_output=True, text=True, env=env, timeout=300)
+
+    done = kt("ingest", str(docs), "--embedder", "hash", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["problems"] == []
+    read = json.loads(kt("read", "docs/tool-sync.txt#0", "docs/odd.txt#0", "--json").stdout)["chunks"]
+    page, odd = read[0], read[1]
+    assert page["section"] == "tool-sync(1)" and page["lines"][0] == 1
+    assert "as tool-config(5) sets it up" in page["text"]
+    assert "- Preview a sync:\n  ```\n  $ tool sync --dry-run src/ /mnt/mirror\n  ```" in page["text"]
+    for markup in ("[verse]", "linkman:", "----", "\n+\n", "====="):
+        assert markup not in page["text"]
+    assert "ifeval::[1==1]\nSecret rule." in odd["text"]  # as written: it is not AsciiDoc to asciidoc-py
+    with pytest.raises(InputError, match="asciidoc cannot convert it"):
+        parse((docs / "odd.txt").read_bytes(), name="odd.adoc")

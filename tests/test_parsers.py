@@ -662,6 +662,16 @@ def test_plain_text_heading_is_no_snippet_of_its_own_chunk() -> None:
     ("notes.txt", None, b"Notes\n\nWe'll be using these models::\n\n    class A: pass\n\n.. note:: x\n", "rst"),
     # AsciiDoc's listing delimiters are no overline: shorter than what they enclose
     ("git-contacts.txt", None, b"------------\n$ git contacts feature/*.patch\n------------\n", "text"),
+    # AsciiDoc saved as .txt (man pages, older projects' docs): two kinds of its markup say so, a
+    # block style and a project's own inline macro, a header's attribute entries, an include and a
+    # listing after its block attributes (tried before reST: a one-line listing is an overline) ...
+    ("tool-sync.txt", None, b"tool-sync(1)\n============\n\nSYNOPSIS\n--------\n[verse]\n'tool sync' <dir>\n\n"
+                            b"Set it up with linkman:tool-config[5].\n", "asciidoc"),
+    ("guide.txt", None, b"= Guide\nJane Doe <jane@example.com>\n:toc:\n\nText.\n", "asciidoc"),
+    ("build.txt", None, b"Build\n=====\n\ninclude::common.txt[]\n\n[source,sh]\n----\nmake\n----\n", "asciidoc"),
+    # ... one rule and a footnote mark are plain text; field lists over an overlined title are reST
+    ("essay.txt", None, b"Essay\n=====\n\nA claim [1].\n\n----\n\n[1] A source, p. 4.\n", "text"),
+    ("intro.txt", None, b":orphan:\n:tocdepth: 2\n\n=====\nIntro\n=====\n\n.. note:: Read me.\n", "rst"),
     ("archive.zip", None, None, None),
     ("data.jsonl", None, None, None),
 ])

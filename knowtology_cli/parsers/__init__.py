@@ -73,6 +73,38 @@ _RST_OVERLINED = re.compile(rb"^(([=\-~*#^+])\2{2,})[ \t]*\r?\n([^\n]*\S)[ \t]*\
 _RST_EVIDENCE = 2
 #: How much of a ``.txt`` file is looked at for reStructuredText markup.
 RST_HEAD = 65536
+#: AsciiDoc markup that plain text, Markdown and reST do not hold by chance, by kind: a block macro
+#: line (``include::part.txt[]``, ``image::a.png[]``, ``endif::[]``); an inline macro
+#: ``name:target[text]`` whose name is no URL scheme and longer than a Vim scope (``s:var[1]``); an
+#: attribute entry (``:toc:``, ``:name: value``) among the first `_ADOC_TOP_LINES`; a ``= Title``
+#: first line whose header lines reach an attribute entry; a cross reference (``<<id,text>>``).
+#: Delimited blocks and block attribute lines are found line by line (`_adoc_blocks`).
+_ADOC_MARKUP: dict[str, re.Pattern[str]] = {
+    "block macro": re.compile(r"^[A-Za-z][\w-]*::(?!:)(?:(?!::)[^\s\[])*\[[^\]\n]*\][ \t]*$", re.M),
+    "inline macro": re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)[^\s\[\]|]+\[[^\]\n]*\](?![\w\[(])"),
+    "attribute entry": re.compile(r"^:!?\w[\w-]*!?:(?:[ \t]+\S.*)?$", re.M),
+    "document title": re.compile(r"\A= \S.*\n(?:[^\n:].*\n)*:!?\w[\w-]*!?:"),
+    "cross reference": re.compile(r"(?<![\w<])<<[A-Za-z_][\w:.-]*,[^<>\n]+>>(?![\w>])"),
+}
+#: A delimited block's opening and closing line: listing, literal, example, sidebar, quote,
+#: passthrough, comment, table.
+_ADOC_DELIMITER = re.compile(r"-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|\|={3,}")
+#: A block attribute line (``[source,python]``, ``[quote, Author]``, ``[options="header"]``) ...
+_ADOC_ATTRIBUTES = re.compile(r"\[[A-Za-z\"][^\]]*\]")
+#: ... which says AsciiDoc over any block when it names one of AsciiDoc's own styles or admonitions.
+_ADOC_STYLE = re.compile(r"\[(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION|source|listing|literal|verse|quote|"
+                         r"sidebar|example|abstract|partintro|comment|pass)(?:[,#.%][^\]]*)?\]")
+#: A block title line (``.Example``).
+_ADOC_TITLE = re.compile(r"\.[^\s.]")
+#: How many lines from the top an attribute entry counts in: a document's header sets them there.
+_ADOC_TOP_LINES = 40
+#: Kinds that reST holds as well: a field list (``:orphan:``) reads as attribute entries, an
+#: overlined title as a delimited block round one line.
+_ADOC_LIKE_RST = frozenset({"attribute entry", "delimited block"})
+#: A ``.txt`` file whose first `RST_HEAD` bytes hold this many different kinds of AsciiDoc markup,
+#: one of them none of `_ADOC_LIKE_RST`, is AsciiDoc. Kinds, not occurrences: a text that boxes its
+#: titles in ``----`` lines does so throughout.
+_ADOC_EVIDENCE = 2
 #: Names of the plain-text documents a source release carries without an extension for its users
 #: (the GNU coding standards' README, NEWS, INSTALL ... and their common kin): read as text, so a
 #: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too. A
@@ -118,7 +150,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
             ``a.rst.gz``, whose bytes the caller decompresses: `COMPRESSED`).
         content_type: a MIME type (``text/html; charset=utf-8``), which wins when it is known.
         head: the file's first bytes (up to `RST_HEAD`), to recognise a PDF or an HTML page behind
-            another name, and a ``.txt`` file written in reStructuredText (its directives and roles).
+            another name, and a ``.txt`` file written in AsciiDoc (`_looks_like_asciidoc`) or
+            reStructuredText (its directives and roles).
     """
     if content_type:
         known = _CONTENT_TYPES.get(content_type.split(";", 1)[0].strip().lower())
@@ -141,6 +174,8 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
             return "pdf"
         if by_name in (None, "text") and _HTML_START.match(head[:4096]):
             return "html"
+        if by_name == "text" and _looks_like_asciidoc(head[:RST_HEAD]):
+            return "asciidoc"  # first: a listing of one short line looks like a reST overlined title
         if by_name == "text" and _looks_like_rst(head[:RST_HEAD]):
             return "rst"
     return by_name
@@ -169,6 +204,47 @@ def _looks_like_rst(head: bytes) -> bool:
         if found >= _RST_EVIDENCE:
             return True
     return False
+
+
+def _looks_like_asciidoc(head: bytes) -> bool:
+    """Whether a text file's first bytes are written in AsciiDoc: `_ADOC_EVIDENCE` kinds of its markup
+    (`_ADOC_MARKUP`, `_adoc_blocks`), one that reST does not hold too (`_ADOC_LIKE_RST`)."""
+    text = head.decode("utf-8", "replace").removeprefix("\ufeff").replace("\r\n", "\n")
+    top = "\n".join(text.split("\n", _ADOC_TOP_LINES)[:_ADOC_TOP_LINES])
+    kinds = {kind for kind, pattern in _ADOC_MARKUP.items()
+             if pattern.search(top if kind == "attribute entry" else text)}
+    kinds |= _adoc_blocks([line.rstrip() for line in text.split("\n")])
+    return len(kinds) >= _ADOC_EVIDENCE and bool(kinds - _ADOC_LIKE_RST)
+
+
+def _adoc_blocks(lines: list[str]) -> set[str]:
+    """Which of ``delimited block`` and ``block attributes`` the lines hold.
+
+    A delimited block opens on a `_ADOC_DELIMITER` line after a blank line, a block attribute line,
+    a ``.Title`` line or a list continuation ``+`` (after a line of text it would be a title's
+    underline) and closes on the same line further down. A block attribute line counts over a
+    delimited block, or over any block when it names a built-in style (`_ADOC_STYLE`).
+    """
+    found: set[str] = set()
+    index = 0
+    while index < len(lines):
+        line, above = lines[index], lines[index - 1] if index else ""
+        if _ADOC_STYLE.fullmatch(line) and index + 1 < len(lines) and lines[index + 1].strip():
+            found.add("block attributes")
+        elif _ADOC_DELIMITER.fullmatch(line) and (
+                not above.strip() or above == "+" or _ADOC_TITLE.match(above) or _ADOC_ATTRIBUTES.fullmatch(above)):
+            if _ADOC_ATTRIBUTES.fullmatch(above):
+                found.add("block attributes")
+            try:
+                close = lines.index(line, index + 1)
+            except ValueError:
+                close = index
+            # a block's last line touches its closing line; a rule after a blank line parts sections
+            if close > index + 1 and lines[close - 1].strip():
+                found.add("delimited block")
+                index = close  # a block's content is not markup
+        index += 1
+    return found
 
 
 def _parser(fmt: str) -> Callable[..., Document]:
@@ -203,6 +279,15 @@ def _parser(fmt: str) -> Callable[..., Document]:
     raise ConfigError(f"unknown document format {fmt!r}", hint=f"use one of {', '.join(sorted(DOCUMENT_FORMATS))}")
 
 
+def _asciidoc_or_text(text: str, *, name: str, path: Path | None = None, root: Path | None = None) -> Document:
+    """A ``.txt`` file whose markup says AsciiDoc (`_looks_like_asciidoc`), read as AsciiDoc; as plain
+    text when asciidoc-py cannot convert it or is not installed, as it was read before the guess."""
+    try:
+        return _parser("asciidoc")(text, name=name, path=path, root=root)
+    except (InputError, ConfigError):
+        return parse_text(text, name=name)
+
+
 def decode_text(data: bytes, label: str) -> str:
     """UTF-8 text of a text-format file (a BOM is dropped); `InputError` naming the line otherwise."""
     if b"\x00" in data[:8192]:
@@ -235,7 +320,8 @@ def parse(
 
     Formats are recognised by content type first, then by the file name with compound extensions
     (``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
-    an HTML doctype). The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
+    an HTML doctype, AsciiDoc or reST markup in a ``.txt``). A ``.txt`` taken for AsciiDoc that
+    asciidoc-py cannot convert is read as plain text, as its name says. The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
     ``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
 
     Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
@@ -269,7 +355,9 @@ def parse(
             f"{label}: cannot tell the document format",
             hint="use a .md, .rst, .html, .pdf or .txt name, or give the format",
         )
-    parser = _parser(fmt)
+    # AsciiDoc only guessed from a text file's markup: the file stays readable as the text its name says
+    guessed = fmt == "asciidoc" and detect_format(label, content_type=content_type) == "text"
+    parser: Callable[..., Document] = _asciidoc_or_text if guessed else _parser(fmt)
     if fmt == "pdf":
         if isinstance(data, str):
             raise InputError(f"{label}: a PDF must be given as bytes")

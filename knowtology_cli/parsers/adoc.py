@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import asciidoc.asciidoc as _engine
+import lxml.etree
 import lxml.html
 from asciidoc.api import AsciiDocAPI
 from asciidoc.exceptions import AsciiDocError
@@ -39,6 +40,13 @@ _TRUSTED_CONF = tuple(os.path.realpath(d) for d in (_engine.CONF_DIR, _CONF.pare
 _WORDS = re.compile(r"\w+")
 #: How many words of a block's first line find it in the source.
 _PROBE_WORDS = 4
+#: An inline macro asciidoc-py does not define, left in the page as written: a project's own
+#: (``name:target[text]``, maybe no target), which `_macro_text` reads as a reader would.
+_UNKNOWN_MACRO = re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)([^\s\[\]|]*)\[([^\]\n]*)\](?![\w\[(])")
+#: A manual section (``1``, ``3p``): ``page[1]`` cites a man page, written ``page(1)``.
+_MAN_SECTION = re.compile(r"\d[a-z]{0,3}")
+#: Elements whose text is literal: a macro there is what the author shows.
+_LITERAL_TAGS = frozenset({"pre", "code", "kbd", "samp", "tt", "script", "style"})
 
 
 def _trusted(fname: str) -> bool:
@@ -112,9 +120,18 @@ def to_html(text: str, *, name: str = "<document>") -> str:
     return _tidy(html)
 
 
+def _macro_text(match: re.Match[str]) -> str:
+    """What an unknown inline macro says: ``page(1)`` for a man page, else its text, else its target."""
+    target, text = match.group(1), match.group(2).strip()
+    if target and _MAN_SECTION.fullmatch(text):
+        return f"{target}({text})"
+    return text or target
+
+
 def _tidy(html: str) -> str:
     """asciidoc-py's page in the markup the HTML parser reads: the author and revision lines under
-    the title dropped, ``monospaced`` spans as ``<code>``, an admonition's table as ``Note: text``."""
+    the title dropped, ``monospaced`` spans as ``<code>``, an admonition's table as ``Note: text``,
+    an inline macro it does not define as its text (`_macro_text`)."""
     page = lxml.html.document_fromstring(html)
     for el in page.xpath('//div[@id="header"]/*[not(self::h1)]'):
         el.drop_tree()
@@ -134,6 +151,12 @@ def _tidy(html: str) -> str:
         elif label and first is not None:
             first.text = f"{label}: {(first.text or '').lstrip()}"
         table.getparent().replace(table, box)
+    for el in page.iter(lxml.etree.Element):
+        literal = any(up.tag in _LITERAL_TAGS for up in el.iterancestors())  # a tail is its parent's text
+        if el.text and not literal and el.tag not in _LITERAL_TAGS:
+            el.text = _UNKNOWN_MACRO.sub(_macro_text, el.text)
+        if el.tail and not literal:
+            el.tail = _UNKNOWN_MACRO.sub(_macro_text, el.tail)
     return str(lxml.html.tostring(page, encoding="unicode", doctype="<!DOCTYPE html>"))
 
 
