@@ -617,8 +617,19 @@ def test_the_root_split_prefers_balance_only_when_the_data_allows_it() -> None:
     centres = np.eye(3, 12, dtype=np.float32)
     x = np.concatenate([c + 0.05 * rng.standard_normal((40, 12)).astype(np.float32) for c in centres])
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    labels = _cluster_node(x, 2, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25)
+    why: list[str] = []
+    labels = _cluster_node(x, 2, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25, why=why)
     assert len(set(labels.tolist())) == 3
+    # ... and says why (a tight group stays whole whatever k is tried)
+    assert why == ["no split into 2-6 parts kept every part under 25%"]
+    # Looser groups can be cut in halves that are small enough, but those halves are no topics.
+    loose = np.random.default_rng(0)
+    x = np.concatenate([c + 0.1 * loose.standard_normal((40, 12)).astype(np.float32) for c in centres])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    why = []
+    labels = _cluster_node(x, 2, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25, why=why)
+    assert sorted(np.bincount(labels).tolist()) == [40, 40, 40]
+    assert len(why) == 1 and why[0].startswith("the best split keeping every part under 25% (6 parts) tells"), why
     # Six groups, two of them closer to each other: the best silhouette (k=5) merges those two into
     # a third of the rows, while the six-way split scores nearly as well and keeps every child under 25%.
     centres = np.eye(6, 16, dtype=np.float32)
@@ -627,8 +638,10 @@ def test_the_root_split_prefers_balance_only_when_the_data_allows_it() -> None:
     x = np.concatenate([c + 0.05 * rng.standard_normal((40, 16)).astype(np.float32) for c in centres])
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     free = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS)
-    balanced = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25)
+    why = []
+    balanced = _cluster_node(x, 3, 6, seed=0, params=DEFAULT_PARAMS, max_share=0.25, why=why)
     assert np.bincount(free).max() == 80 and np.bincount(balanced).max() <= 0.25 * len(x)
+    assert why == []
 
 
 def test_descriptions_chosen_with_the_embedder_route_chunks_at_least_as_well_and_keep_the_shape(corpus) -> None:

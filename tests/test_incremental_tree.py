@@ -249,3 +249,32 @@ def test_a_refresh_keeps_a_name_the_new_one_only_reorders_or_adds_to(tmp_path: P
     assert renamed and all(name.startswith("Quokka habitat") for name in renamed.values()), renamed
     assert any("renamed" in note for note in report.notes)
     kb.close()
+
+
+def test_build_says_why_a_level1_category_holds_more_than_a_quarter(tmp_path: Path) -> None:
+    """A collection that is mostly one topic keeps it in one level-1 category, and ``kt build`` says so
+    and why; a collection of even topics gets no such line."""
+    topics = {"tides": "Tide tables give the water levels at the harbour; spring tides rise higher than neap tides.",
+              "bread": "Sourdough needs a starter, flour, water and salt; the dough rises overnight before baking.",
+              "chess": "The bishop moves diagonally and the rook along ranks and files; castling moves the king.",
+              "solar": "Solar panels turn sunlight into electricity; an inverter feeds the current into the grid.",
+              "burrow": "Wombats dig burrows in dry soil with strong claws; the tunnels keep the wombat cool."}
+    for name, burrows, others in (("lopsided", 24, 4), ("even", 0, 10)):
+        docs = tmp_path / name
+        docs.mkdir()
+        for topic, text in topics.items():
+            for i in range(burrows if topic == "burrow" else others):
+                (docs / f"{topic}-{i}.md").write_text(f"# {topic.title()} {i}\n\n{text}\n")
+        store = tmp_path / f"{name}-store"
+        ingest = subprocess.run([KT, "ingest", str(docs), "--store", str(store), "--embedder", "hash"],
+                                capture_output=True, text=True, env=env(), timeout=300)
+        assert ingest.returncode == 0, ingest.stderr
+        built = subprocess.run([KT, "build", "--store", str(store), "--json"], capture_output=True, text=True,
+                               env=env(), timeout=300)
+        assert built.returncode == 0, built.stderr
+        notes = [n for n in json.loads(built.stdout)["notes"] if n.startswith("the largest level-1 category")]
+        if name == "lopsided":
+            assert notes == ["the largest level-1 category holds 60% of the chunks: no split into 2-4 parts kept"
+                             " every part under 25%"], notes
+        else:
+            assert notes == []

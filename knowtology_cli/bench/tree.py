@@ -196,10 +196,11 @@ def run_tree(data_dir: str = "cacm", *, labels: Path | None = None, embedder: st
         result["chunks"] = len(vectors)
         message(f"{name}: offline cluster build…")
         t0 = time.perf_counter()
-        kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
+        report = kb.build(collection=COLLECTION, builder="cluster", rebuild=True)
         seconds = round(time.perf_counter() - t0, 2)
         result["builders"]["cluster"] = {"seconds": seconds, "shape": shape(kb), "names": judge_names(kb, vectors),
-                                         "rows": judge(kb, gold, "offline cluster", doc_vectors) if gold else []}
+                                         "rows": judge(kb, gold, "offline cluster", doc_vectors) if gold else [],
+                                         "notes": list(report.notes)}
     finally:
         kb.close()
     if llm:
@@ -250,7 +251,7 @@ def tree_markdown(result: dict[str, Any]) -> str:
     labelled = f" vs `{Path(result['labels']).name}` ({result['labelled_docs']:,} labelled docs)" if result.get("labels") else ""
     parts = [f"### {result['dataset']} tree ({result.get('chunks', 0):,} chunks){labelled}"]
     for name, b in result["builders"].items():
-        parts.append(f"{name}: built in {b['seconds']} s")
+        parts.append(f"{name}: built in {b['seconds']} s" + "".join(f"; {note}" for note in b.get("notes", [])))
         parts.append(table(b.get("names", []), ["level", "nodes", "chunks", "routing", "majority", "gain", "largest_share"],
                            ["level", "nodes", "chunks routed", "name routing", "majority sibling", "gain",
                             "largest node share"]))

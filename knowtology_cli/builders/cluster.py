@@ -213,12 +213,12 @@ def simplified_silhouette(x: np.ndarray, labels: np.ndarray, centroids: np.ndarr
 
 
 def _cluster_node(x: np.ndarray, k_low: int, k_high: int, seed: int, params: TreeParams,
-                  max_share: float | None = None) -> np.ndarray:
+                  max_share: float | None = None, why: list[str] | None = None) -> np.ndarray:
     """Labels of the best k in ``[k_low, k_high]`` by simplified silhouette (ties to the larger k).
 
     With ``max_share``, the best among the k whose largest cluster holds at most that share of
     the rows wins, when any k achieves it. Above ``select_sample`` rows the k is chosen on a fixed
-    sample, then fitted on all rows.
+    sample, then fitted on all rows. When the split kept has a larger cluster, ``why`` gets the reason.
     """
     if k_low == k_high:
         return spherical_kmeans(x, k_high, seed=seed, params=params)[0]
@@ -236,6 +236,11 @@ def _cluster_node(x: np.ndarray, k_low: int, k_high: int, seed: int, params: Tre
     floor = top - params.balance_slack * abs(top)
     # The best silhouette (ties to the larger k), unless a balanced split scores nearly as well.
     best = max(tried, key=lambda t: (t[1] and t[0] >= floor, t[0], t[2]))
+    if why is not None and max_share is not None and not best[1]:
+        even = [t for t in tried if t[1]]
+        why.append(f"no split into {k_low}-{k_high} parts kept every part under {max_share:.0%}" if not even else
+                   f"the best split keeping every part under {max_share:.0%} ({max(even)[2]} parts) tells the"
+                   f" topics apart clearly less well (silhouette {max(even)[0]:.2f} vs {top:.2f})")
     if probe is x:
         return best[3]
     return spherical_kmeans(x, best[2], seed=seed, params=params)[0]
@@ -252,10 +257,12 @@ def _split(
     seed: int,
     counter: list[int],
     params: TreeParams = DEFAULT_PARAMS,
+    notes: list[str] | None = None,
 ) -> None:
     """Split ``node`` recursively; a node that cannot be cut into two parts of ``min_leaf`` stays a leaf.
 
-    The root always gets at least one child, so even a tiny collection has a level-1 category.
+    The root always gets at least one child, so even a tiny collection has a level-1 category. A
+    level-1 category over ``max_top_share`` is explained in ``notes`` (the data keeps it together).
     """
     if node.level >= depth:
         return
@@ -266,11 +273,16 @@ def _split(
     one_document = n < params.one_document_leaves * min_leaf and len(np.unique(doc_of[node.members])) == 1
     if k_high >= 2 and n >= 2 * min_leaf and not one_document:
         sub = x[node.members]
+        why: list[str] = []
         labels = _cluster_node(sub, k_low, k_high, seed * 1_000_003 + counter[0], params,
-                               params.max_top_share if node.level == 0 else None)
+                               params.max_top_share if node.level == 0 else None, why)
         counter[0] += 1
         k = int(labels.max()) + 1
         groups = _merge_small(sub, labels, max(min_leaf, round(n / (params.merge_divisor * k))))
+        largest = max(len(g) for g in groups) / n
+        if notes is not None and node.level == 0 and len(groups) > 1 and largest > params.max_top_share:
+            reason = why[0] if why else "parts too small to stand as categories joined it"
+            notes.append(f"the largest level-1 category holds {largest:.0%} of the chunks: {reason}")
     if len(groups) < 2:
         if node.level > 0:
             return  # a single child would only repeat its parent: this node is a leaf
@@ -279,7 +291,7 @@ def _split(
     children.sort(key=lambda c: (-len(c.members), int(c.members[0])))
     node.children = children
     for child in children:
-        _split(child, x, doc_of, depth, branching, min_leaf, max_leaf, seed, counter, params)
+        _split(child, x, doc_of, depth, branching, min_leaf, max_leaf, seed, counter, params, notes)
 
 
 # --------------------------------------------------------------------------- public API
@@ -298,6 +310,7 @@ def build_cluster_tree(
     doc_weight: float | None = None,
     params: TreeParams = DEFAULT_PARAMS,
     embed_names: EmbedTexts | None = None,
+    notes: list[str] | None = None,
 ) -> TreeReply:
     """Build a topical category tree offline, in the shape an LLM build call returns.
 
@@ -336,6 +349,8 @@ def build_cluster_tree(
         params: Every other threshold of clustering and naming (see :class:`.params.TreeParams`).
         embed_names: The collection's embedder for texts as queries; when given, each node's
             description is chosen among variants by how well it routes chunks among its siblings.
+        notes: When given, gets a line on what the user should know of the shape (a level-1
+            category over ``max_top_share`` and why the data keeps it together).
 
     Raises:
         BuildError: when items and vectors do not line up or chunk ids repeat.
@@ -362,7 +377,7 @@ def build_cluster_tree(
     index, x, doc_of = _prepare(items, matrix, text_weight, doc_weight, seed, params)
     depth = _effective_depth(n, max_depth, min_leaf)
     root = Node(members=np.arange(n), level=0)
-    _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0], params)
+    _split(root, x, doc_of, depth, branching, min_leaf, max_leaf, seed, [0], params, notes)
     name_nodes(root, index, items, x, doc_of, params, vectors=matrix, embed=embed_names)
 
     categories: list[Category] = []

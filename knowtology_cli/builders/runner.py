@@ -154,9 +154,10 @@ def run_cluster_build(
                          f" {len(stale)} categories to rename; no LLM calls")
         return build_report(stores, collection, "cluster", started, dry_run=True, notes=notes)
     if full:
-        _cluster_all(stores, collection, hashes, progress, message)
+        shape = _cluster_all(stores, collection, hashes, progress, message)
         stores.tree.mark_named(collection)
         notes.append(f"clustered {len(hashes)} chunks")
+        notes.extend(shape)
     elif pending or orphans or stale:
         notes.extend(_extend(stores, collection, pending, orphans, hashes, progress, message))
     else:
@@ -177,18 +178,21 @@ def _drift_note(stores: BuildStores, collection: str) -> list[str]:
 
 
 def _cluster_all(stores: BuildStores, collection: str, hashes: dict[str, str],
-                 progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> None:
+                 progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
+    """Cluster every chunk into a new tree; returns the builder's notes on its shape."""
     from .cluster import build_cluster_tree  # deferred: keeps kt status fast
 
     progress("loading", 0, len(hashes))
     items, matrix = _load_items(stores, collection)
     progress("loading", len(items), len(hashes))
+    notes: list[str] = []
     if not items:
         stores.tree.apply(collection, [], [], replace=True)
-        return
+        return notes
     message(f"clustering {len(items)} chunks…")
-    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(stores, collection, message))
+    reply = build_cluster_tree(items, matrix, embed_names=query_embedder(stores, collection, message), notes=notes)
     apply_reply(stores, collection, reply, hashes, replace=True)
+    return notes
 
 
 def query_embedder(stores: BuildStores, collection: str,
@@ -318,9 +322,9 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
     kept = [(row_of[m.chunk_id], m.path) for m in stores.tree.mappings(collection)
             if m.chunk_id not in skip and m.chunk_id in row_of]
     if pending and not kept:  # every old chunk changed or went: start over
-        _cluster_all(stores, collection, hashes, progress, message)
+        shape = _cluster_all(stores, collection, hashes, progress, message)
         stores.tree.mark_named(collection)
-        return [f"clustered {len(hashes)} chunks (no chunk of the old tree was left)"]
+        return [f"clustered {len(hashes)} chunks (no chunk of the old tree was left)", *shape]
     features = cluster_features(items, matrix) if items else matrix
     if pending:
         message(f"placing {len(pending)} chunks…")
