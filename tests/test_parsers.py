@@ -549,6 +549,50 @@ def test_pdf_headers_that_carry_the_page_number_go_however_short_the_chapter(tmp
     assert doc.dropped == 11  # five headers and six page numbers
 
 
+def test_pdf_headings_without_an_outline_are_read_from_their_type_size(tmp_path: Path) -> None:
+    # A report with no bookmarks: its title and section headings are larger type on lines of their
+    # own; they open sections, nested by size. A short line in body type, and a sentence in large
+    # type, stay text.
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+
+    def para(size: float, *lines: str, gap: float = 4) -> None:
+        pdf.set_font("Helvetica", "", size)
+        pdf.ln(gap)
+        for text in lines:
+            pdf.cell(0, size * 0.45, text, new_x="LMARGIN", new_y="NEXT")
+
+    para(20, "Cold Chain Report", gap=0)
+    para(11, "Chilled goods stay between 0 and 5 degrees C", "from the dock to the door.")
+    para(14, "1 Loading the van", gap=8)
+    para(11, "Frozen totes go in the rear compartment,", "which holds -18 degrees C.")
+    para(11, "Stop 9")
+    para(13, "Sub-zero checks", gap=6)
+    para(11, "Drivers log the chiller at every stop", "and at the depot.")
+    para(14, "Every reading above 8 degrees is reported.")
+    para(14, "2 Returns", gap=8)
+    para(11, "Spoiled goods are refunded", "within a week.")
+    path = tmp_path / "report.pdf"
+    pdf.output(str(path))
+    found = [(titles[-1] if titles else "", b.text) for titles, b in blocks(parse(path))]
+    depth = [len(titles) for titles, _ in blocks(parse(path))]
+    assert found == [
+        ("Cold Chain Report", "# Cold Chain Report"),
+        ("Cold Chain Report", "Chilled goods stay between 0 and 5 degrees C\nfrom the dock to the door."),
+        ("1 Loading the van", "## 1 Loading the van"),
+        ("1 Loading the van", "Frozen totes go in the rear compartment,\nwhich holds -18 degrees C."),
+        ("1 Loading the van", "Stop 9"),
+        ("Sub-zero checks", "### Sub-zero checks"),
+        ("Sub-zero checks", "Drivers log the chiller at every stop\nand at the depot."),
+        ("Sub-zero checks", "Every reading above 8 degrees is reported."),
+        ("2 Returns", "## 2 Returns"),
+        ("2 Returns", "Spoiled goods are refunded\nwithin a week."),
+    ], found
+    assert depth == [1, 1, 2, 2, 2, 3, 3, 3, 2, 2]
+
+
 def test_pdf_outline_title_finds_its_numbered_heading_line(tmp_path: Path) -> None:
     # The outline says "Loading the van" where the page prints "1.2 Loading the van": the printed line
     # is the heading, not a second copy of it in the text.

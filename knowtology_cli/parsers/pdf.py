@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 
 from ..errors import InputError
 from .base import Block, Document, Section, parser_version
@@ -28,6 +29,17 @@ RUNNING_RUN = 3
 #: printed number is the page's index plus the document's offset (front matter, a cover), taken as the
 #: offset most edge numbers show, seen on at least `RUNNING_RUN` pages.
 _EDGE_NUMBER = re.compile(r"(?:^|\s)(\d{1,5})$")
+#: A line standing alone as a paragraph, in type at least this many times the body text's height, is
+#: a heading the outline does not list (a manual's subsections, a paper without bookmarks): the usual
+#: heading sizes of LaTeX and word processors are 1.2x the body and more.
+HEADING_SCALE = 1.15
+#: ... when it reads as a title: at most this many words, and no sentence or clause ending.
+HEADING_WORDS = 12
+#: Distinct heading sizes nested under each other; smaller ones count as the smallest.
+HEADING_LEVELS = 3
+#: A heading holds a word of two letters at least (an index's letter ``A`` over its entries heads nothing).
+_WORD = re.compile(r"[^\W\d_]{2}")
+_HEADING_END = re.compile(r"[.,;:)\]}\-–—]$")
 #: PDFium's mark for a hyphen at the end of a line, whose line it joins to the next.
 LINE_END_HYPHEN = "\ufffe"
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
@@ -40,6 +52,16 @@ _SECTION_NUMBER = re.compile(r"^(?:\d+ )+(?=[a-z])")
 _BROKEN = re.compile(rf"([\w-]*){LINE_END_HYPHEN}([\w-]*)")
 
 
+class _Line(NamedTuple):
+    """A text line of a page: its text, the top and bottom of its first character's font box (in
+    points from the page's foot) and that character's font size."""
+
+    text: str
+    top: float
+    bottom: float
+    size: float = 0.0
+
+
 def _open(data: bytes, name: str) -> Any:
     try:
         return pdfium.PdfDocument(data)
@@ -49,8 +71,8 @@ def _open(data: bytes, name: str) -> Any:
         ) from exc
 
 
-def _page_lines(page: Any) -> list[tuple[str, float, float]]:
-    """``(text, top, bottom)`` of each text line of a page, top to bottom.
+def _page_lines(page: Any) -> list[_Line]:
+    """Each text line of a page, top to bottom.
 
     The page text comes in one call; each line's height is the font box of its first character
     (one cheap call per line, where asking for the text inside each line's box costs ten times more).
@@ -58,7 +80,7 @@ def _page_lines(page: Any) -> list[tuple[str, float, float]]:
     text_page = page.get_textpage()
     try:
         text = text_page.get_text_range()
-        rows: list[tuple[str, float, float]] = []
+        rows: list[_Line] = []
         for match in _LINE.finditer(text):
             line = flow(match.group().replace("\x02", ""))
             if not line:
@@ -66,36 +88,40 @@ def _page_lines(page: Any) -> list[tuple[str, float, float]]:
             first = match.start() + (len(match.group()) - len(match.group().lstrip()))
             index = first if text.isascii() else len(text[:first].encode("utf-16-le")) // 2
             _, bottom, _, top = text_page.get_charbox(index, loose=True)
-            rows.append((line, top, bottom))
+            rows.append(_Line(line, top, bottom, pdfium_c.FPDFText_GetFontSize(text_page.raw, index)))
         # A page whose last line ends in a hyphen: PDFium joins the page number to it ("--leak-check-82")
         if rows and (cut := _NUMBER_AFTER_HYPHEN.search(rows[-1][0])):
-            line, top, bottom = rows.pop()
-            rows += [(line[: cut.start(1)], top, bottom), (cut.group(1), top, bottom)]
+            last = rows.pop()
+            rows += [last._replace(text=last.text[: cut.start(1)]), last._replace(text=cut.group(1))]
         return rows
     finally:
         text_page.close()
 
 
-def _spacing(above: tuple[str, float, float], below: tuple[str, float, float]) -> float:
+def _spacing(above: _Line, below: _Line) -> float:
     """Distance between two lines' tops in units of the upper line's font height (0 when not below)."""
     pitch = above[1] - below[1]
     return pitch / max(above[1] - above[2], 1.0) if pitch > 0 else 0.0
 
 
-def _line_spacing(pages: list[list[tuple[str, float, float]]]) -> float:
+def _line_spacing(pages: list[list[_Line]]) -> float:
     """The document's usual line spacing: the lower quartile over all consecutive lines (most are
     inside paragraphs; the larger ones are the breaks). Font-relative, so headings count alike."""
     found = sorted(x for lines in pages for a, b in zip(lines, lines[1:]) if (x := _spacing(a, b)) > 0)
     return found[len(found) // 4] if found else 0.0
 
 
-def _paragraphs(lines: list[tuple[str, float, float]], usual: float) -> list[list[str]]:
-    out: list[list[str]] = []
-    previous: tuple[str, float, float] | None = None
+def _paragraphs(lines: list[_Line], usual: float,
+                sizes: dict[float, int]) -> list[list[_Line]]:
+    """Lines grouped into paragraphs: a gap (`PARAGRAPH_GAP`) or a change into or out of a heading
+    size (`_heading_sizes`) starts one."""
+    out: list[list[_Line]] = []
+    previous: _Line | None = None
     for line in lines:
-        if previous is None or (usual and _spacing(previous, line) > PARAGRAPH_GAP * usual):
+        if previous is None or (usual and _spacing(previous, line) > PARAGRAPH_GAP * usual) or (
+                _height(line) != _height(previous) and (_height(line) in sizes or _height(previous) in sizes)):
             out.append([])
-        out[-1].append(line[0])
+        out[-1].append(line)
         previous = line
     return out
 
@@ -105,12 +131,12 @@ def _key(line: str) -> str:
     return _DIGITS.sub("#", line.lower())
 
 
-def _edge_keys(lines: list[tuple[str, float, float]]) -> set[str]:
+def _edge_keys(lines: list[_Line]) -> set[str]:
     """Digit-free forms of a page's first and last two lines (where headers and footers sit)."""
-    return {_key(t) for t, _, _ in lines[:2] + lines[-2:]}
+    return {_key(line.text) for line in lines[:2] + lines[-2:]}
 
 
-def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
+def _running(pages: list[list[_Line]]) -> list[set[str]]:
     """Per page, the digit-free forms of its edge lines that are running headers or footers.
 
     A line is one when it heads or foots most pages of the document (the title on every page), or,
@@ -144,10 +170,10 @@ def _running(pages: list[list[tuple[str, float, float]]]) -> list[set[str]]:
     return running
 
 
-def _numbered_edges(pages: list[list[tuple[str, float, float]]]) -> list[tuple[int, str]]:
+def _numbered_edges(pages: list[list[_Line]]) -> list[tuple[int, str]]:
     """``(page index, key)`` of the edge lines with words that end with their page's printed number."""
     found = [(index, int(m.group(1)), text) for index, lines in enumerate(pages)
-             for text, _, _ in lines[:2] + lines[-2:] if (m := _EDGE_NUMBER.search(text))]
+             for text in (line.text for line in lines[:2] + lines[-2:]) if (m := _EDGE_NUMBER.search(text))]
     offsets = Counter(offset for index, offset in {(index, number - index) for index, number, _ in found})
     if not offsets:
         return []
@@ -158,7 +184,7 @@ def _numbered_edges(pages: list[list[tuple[str, float, float]]]) -> list[tuple[i
             if number - index == offset and _LETTER.search(text)]
 
 
-def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple[str, float, float]]]:
+def _dehyphenate(pages: list[list[_Line]]) -> list[list[_Line]]:
     """Resolve PDFium's line-end hyphens with the document's own words as the evidence.
 
     A hyphen that ends a line is either the typesetter's (a word split into syllables: ``manip-
@@ -168,7 +194,7 @@ def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple
     dash rules), and a plain word follows what the document did where it could tell (typeset books
     split syllables; generated manuals break lines only at real hyphens), splitting when it could not.
     """
-    words = Counter(w.lower() for lines in pages for t, _, _ in lines for w in _WORDS.findall(t))
+    words = Counter(w.lower() for lines in pages for line in lines for w in _WORDS.findall(line.text))
     votes: Counter[bool] = Counter()
 
     def evidence(before: str, after: str) -> bool | None:
@@ -176,8 +202,8 @@ def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple
         return None if kept == joined else kept > joined
 
     for lines in pages:
-        for t, _, _ in lines:
-            for m in _BROKEN.finditer(t):
+        for line in lines:
+            for m in _BROKEN.finditer(line.text):
                 if _plain(m.group(1), m.group(2)) and (said := evidence(m.group(1), m.group(2))) is not None:
                     votes[said] += 1
     style = votes[True] > votes[False]
@@ -191,13 +217,42 @@ def _dehyphenate(pages: list[list[tuple[str, float, float]]]) -> list[list[tuple
             said = style if _plain(before, after) else True
         return f"{before}-{after}" if said else before + after
 
-    return [[(_BROKEN.sub(resolve, t), top, bottom) for t, top, bottom in lines] for lines in pages]
+    return [[line._replace(text=_BROKEN.sub(resolve, line.text)) for line in lines] for lines in pages]
 
 
 def _plain(before: str, after: str) -> bool:
     """Letters on both sides of the break and no other hyphen: a word a typesetter could have split."""
     return (before[-1:].isalpha() and after[:1].isalpha()
             and "-" not in before and "-" not in after)
+
+
+def _height(line: _Line) -> float:
+    """A line's type size to a tenth of a point."""
+    return round(line.size, 1)
+
+
+def _heading_sizes(pages: list[list[_Line]]) -> dict[float, int]:
+    """Heading type sizes, largest first, to their rank: sizes of at least `HEADING_SCALE` times the
+    body's (the size most characters are set in)."""
+    sizes: Counter[float] = Counter()
+    for lines in pages:
+        for line in lines:
+            sizes[_height(line)] += len(line.text)
+    if not sizes:
+        return {}
+    body = sizes.most_common(1)[0][0]
+    larger = sorted((h for h in sizes if h >= HEADING_SCALE * body), reverse=True)
+    return {h: min(rank, HEADING_LEVELS - 1) for rank, h in enumerate(larger)}
+
+
+def _font_heading(paragraph: list[_Line], sizes: dict[float, int]) -> int | None:
+    """The rank of a paragraph set in one heading size that reads as a title, else None."""
+    text = " ".join(line.text.strip() for line in paragraph)
+    rank = sizes.get(_height(paragraph[0]))
+    if (rank is None or any(_height(line) != _height(paragraph[0]) for line in paragraph)
+            or not _WORD.search(text) or len(text.split()) > HEADING_WORDS or _HEADING_END.search(text)):
+        return None
+    return rank
 
 
 def _norm(text: str) -> str:
@@ -218,7 +273,10 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     page's printed number — and bare page numbers are dropped.
 
     The outline (bookmarks) gives the sections: an entry's title opens a section on its page, at the
-    line that reads as the title when there is one. Without an outline a PDF is one titled section.
+    line that reads as the title when there is one (a leading section number aside). Headings it does
+    not list — a short line of its own in type `HEADING_SCALE` times the body's — open sections
+    below its deepest level (nested by type size), after its first entry (a title page is no section);
+    without an outline they are the sections.
     """
     pdf = _open(data, name)
     try:
@@ -242,6 +300,9 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     pages = _dehyphenate(pages)
     running = _running(pages)
     usual = _line_spacing(pages)
+    sizes = _heading_sizes(pages)
+    # headings the outline does not list nest under its deepest level
+    below = max((level for level, _, _ in outline), default=-1) + 1
     dropped = 0
     entries = sorted(outline, key=lambda e: e[2])
     stack: list[tuple[int, str]] = []
@@ -265,7 +326,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         kept = []
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
-            if edge and (_PAGE_NUMBER.match(line[0]) or _key(line[0]) in running[index]):
+            if edge and (_PAGE_NUMBER.match(line.text) or _key(line.text) in running[index]):
                 dropped += 1
                 continue
             kept.append(line)
@@ -273,22 +334,26 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         # where the previous one opened (the page top for the first).
         opens: dict[int, list[tuple[int, str]]] = {}
         cursor = 0
-        normed = [_norm(line[0]) for line in kept] if any(e[2] == index for e in entries) else []
+        normed = [_norm(line.text) for line in kept] if any(e[2] == index for e in entries) else []
         for level, heading, _ in (e for e in entries if e[2] == index):
             wanted = _norm(heading)
             found = next((i for i in range(cursor, len(kept)) if normed[i] == wanted), None)
             at = cursor if found is None else found
             opens.setdefault(at, []).append((level, heading))
             if found is not None:
-                kept[found] = ("", kept[found][1], kept[found][2])  # the title line is the heading now
+                kept[found] = kept[found]._replace(text="")  # the title line is the heading now
             cursor = at
         segments = sorted({0, *opens, len(kept)})
         for first, last in zip(segments, segments[1:]):
             for level, heading in opens.get(first, []):
                 open_section(level, heading, page_no)
-            for paragraph in _paragraphs(kept[first:last], usual):
-                text = "\n".join(line for line in paragraph if line).strip()
-                if text:
+            for paragraph in _paragraphs(kept[first:last], usual, sizes):
+                text = "\n".join(line.text for line in paragraph if line.text).strip()
+                # before the outline's first entry lie a title page and contents, not sections
+                rank = _font_heading(paragraph, sizes) if text and (stack or not outline) else None
+                if rank is not None:
+                    open_section(below + rank, " ".join(text.split()), page_no)
+                elif text:
                     blocks.append(Block(text, page_no, page_no))
         for level, heading in opens.get(len(kept), []):
             open_section(level, heading, page_no)
