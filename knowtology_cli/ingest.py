@@ -22,7 +22,7 @@ from typing import IO, Any
 from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
-from .parsers import COMPRESSED, RST_HEAD, decode_text, detect_format, parse
+from .parsers import COMPRESSED, RST_HEAD, decode_text, detect_format, parse, plain_text_name
 from .parsers.base import walk_files
 from .textutil import more_suffix
 
@@ -487,6 +487,15 @@ def _inflate(data: bytes, label: str, batch: InputBatch) -> bytes | None:
     return out
 
 
+def _is_text(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 text (`decode_text` reads it)."""
+    try:
+        decode_text(data, "")
+    except InputError:
+        return False
+    return True
+
+
 def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
     try:
         return decode_text(data, label)
@@ -524,6 +533,9 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
     fmt = detect_format(path.name, head=data[:RST_HEAD])
     if fmt is None:  # ``SHA256SUMS.asc``: a PGP signature, not AsciiDoc
         batch.not_a_document(path.name)
+        return
+    if fmt != "pdf" and plain_text_name(path.name) and not _is_text(data):
+        batch.not_a_document(path.name)  # a README kt only guessed at, not UTF-8 text: left out, counted
         return
     content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
     if content is None:

@@ -26,6 +26,7 @@ __all__ = [
     "display_name",
     "parse",
     "parser_version",
+    "plain_text_name",
 ]
 
 #: File-name extensions of each format (the last one, or the last two for compound names).
@@ -161,7 +162,7 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     if len(suffixes) >= 2 and suffixes[-1] == COMPRESSED:
         suffixes.pop()  # ``guide.rst.gz``: the document inside names the format (``head`` is its bytes)
     by_name = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
-    if by_name is None and _plain_text_name(name):
+    if by_name is None and plain_text_name(name):
         by_name = "text"
     if by_name == "text" and len(suffixes) >= 2 and suffixes[-1] in _TEXT_WRAPPERS:
         inner = _EXTENSIONS.get(suffixes[-2])
@@ -181,7 +182,7 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
     return by_name
 
 
-def _plain_text_name(name: str) -> bool:
+def plain_text_name(name: str) -> bool:
     """Whether ``name`` (``README``, ``NEWS.gz``) is an extensionless plain-text document (`PLAIN_TEXT_NAMES`)."""
     base = PurePosixPath(name.replace("\\", "/")).name.lower()
     if base.endswith(COMPRESSED):
