@@ -593,6 +593,20 @@ def test_pdf_headings_without_an_outline_are_read_from_their_type_size(tmp_path:
     assert depth == [1, 1, 2, 2, 2, 3, 3, 3, 2, 2]
 
 
+def test_pdf_contents_and_index_entries_are_navigation(tmp_path: Path) -> None:
+    # Entries with dot leaders and a page number (a table of contents, an index) and the index's
+    # letter headings are no text; a sentence that trails off stays.
+    path = tmp_path / "manual.pdf"
+    write_lines_pdf(path, [
+        ["Contents", "1 Loading the van . . . . . . . . . . . . 2", "2 Returns.............................. iv"],
+        ["Frozen totes go in the rear compartment.", "Wait for the beep.... then close the door."],
+        ["Index", "A", "allergens . . . . . . . . . 3", "F", "freezer . . . . . . . . . . . 2"],
+    ])
+    text = "\n".join(b.text for _, b in blocks(parse(path)))
+    assert text.split("\n") == ["Contents", "Frozen totes go in the rear compartment.",
+                                 "Wait for the beep.... then close the door.", "Index"], text
+
+
 def test_pdf_outline_title_finds_its_numbered_heading_line(tmp_path: Path) -> None:
     # The outline says "Loading the van" where the page prints "1.2 Loading the van": the printed line
     # is the heading, not a second copy of it in the text.

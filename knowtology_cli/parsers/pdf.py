@@ -42,6 +42,11 @@ _WORD = re.compile(r"[^\W\d_]{2}")
 _HEADING_END = re.compile(r"[.,;:)\]}\-–—]$")
 #: PDFium's mark for a hyphen at the end of a line, whose line it joins to the next.
 LINE_END_HYPHEN = "\ufffe"
+#: A line ending in a dot leader and a page number is an entry of a table of contents or an index:
+#: navigation (as the HTML parser drops a page's), wherever it stands on the page.
+_LEADER = re.compile(r"(?:\s*\.){4,}\s*(?:\d+|[ivxlcdm]+)$", re.I)
+#: A line of one letter is an index's letter heading (or a stray glyph): no text.
+_LONE_LETTER = re.compile(r"[^\W\d_]")
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
 _DIGITS = re.compile(r"\d+")
 _LINE = re.compile(r"[^\r\n]+")
@@ -326,7 +331,8 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         kept = []
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
-            if edge and (_PAGE_NUMBER.match(line.text) or _key(line.text) in running[index]):
+            if (edge and (_PAGE_NUMBER.match(line.text) or _key(line.text) in running[index])
+                    or _LEADER.search(line.text) or _LONE_LETTER.fullmatch(line.text.strip())):
                 dropped += 1
                 continue
             kept.append(line)
