@@ -278,3 +278,33 @@ def test_build_says_why_a_level1_category_holds_more_than_a_quarter(tmp_path: Pa
                              " every part under 25%"], notes
         else:
             assert notes == []
+
+
+def test_a_build_clusters_anew_when_new_chunks_outnumber_the_mapped_ones(tmp_path: Path) -> None:
+    """A few new documents are placed into the map people know; when the new ones outnumber what the
+    tree held (a collection that grew from a start, a corpus mostly rewritten), placing them into
+    the old leaves would give a map of the old corpus: the build clusters everything anew."""
+    topics = {"tides": "Tide tables give the water levels at the harbour; spring tides rise higher than neap tides.",
+              "bread": "Sourdough needs a starter, flour, water and salt; the dough rises overnight before baking.",
+              "chess": "The bishop moves diagonally and the rook along ranks and files; castling moves the king.",
+              "solar": "Solar panels turn sunlight into electricity; an inverter feeds the current into the grid."}
+    docs, store = tmp_path / "docs", tmp_path / "store"
+    docs.mkdir()
+
+    def write(topic: str, count: int) -> None:
+        for i in range(count):
+            (docs / f"{topic}-{i}.md").write_text(f"# {topic.title()} {i}\n\n{topics[topic]}\n")
+
+    write("tides", 6)
+    write("bread", 6)
+    ok("ingest", docs, "--store", store, "--embedder", "hash")
+    assert ok("build", "--store", store)["notes"][0] == "clustered 12 chunks"
+    write("chess", 3)
+    ok("ingest", docs, "--store", store)
+    assert ok("build", "--store", store)["notes"][0].startswith("placed 3 new or changed chunks top-down")
+    write("solar", 16)
+    ok("ingest", docs, "--store", store)
+    notes = ok("build", "--store", store)["notes"]
+    assert notes[0] == "clustered 31 chunks (16 new or changed chunks outnumber the 15 the tree held)", notes
+    names = {n["name"].lower() for n in ok("browse", "--store", store)["children"]}
+    assert any("solar" in name for name in names), names

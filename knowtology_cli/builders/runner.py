@@ -311,7 +311,8 @@ def place_top_down(features: np.ndarray, member_rows: Sequence[int], member_leav
 
 def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: list[str], hashes: dict[str, str],
             progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
-    """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline)."""
+    """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline);
+    cluster everything anew when the new chunks outnumber those the tree keeps."""
     from .cluster import cluster_features  # deferred: keeps kt status fast
     from .snippets import make_snippet  # deferred: keeps kt status fast
 
@@ -321,10 +322,12 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
     skip = set(pending) | set(orphans)
     kept = [(row_of[m.chunk_id], m.path) for m in stores.tree.mappings(collection)
             if m.chunk_id not in skip and m.chunk_id in row_of]
-    if pending and not kept:  # every old chunk changed or went: start over
+    if len(pending) > len(kept):  # more new or changed chunks than old ones: the old map cannot hold them
         shape = _cluster_all(stores, collection, hashes, progress, message)
         stores.tree.mark_named(collection)
-        return [f"clustered {len(hashes)} chunks (no chunk of the old tree was left)", *shape]
+        why = "no chunk of the old tree was left" if not kept else \
+            f"{len(pending)} new or changed chunks outnumber the {len(kept)} the tree held"
+        return [f"clustered {len(hashes)} chunks ({why})", *shape]
     features = cluster_features(items, matrix) if items else matrix
     if pending:
         message(f"placing {len(pending)} chunks…")
