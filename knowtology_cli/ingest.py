@@ -487,15 +487,6 @@ def _inflate(data: bytes, label: str, batch: InputBatch) -> bytes | None:
     return out
 
 
-def _is_text(data: bytes) -> bool:
-    """Whether ``data`` is UTF-8 text (`decode_text` reads it)."""
-    try:
-        decode_text(data, "")
-    except InputError:
-        return False
-    return True
-
-
 def _decode(data: bytes, label: str, batch: InputBatch) -> str | None:
     try:
         return decode_text(data, label)
@@ -534,10 +525,16 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
     if fmt is None:  # ``SHA256SUMS.asc``: a PGP signature, not AsciiDoc
         batch.not_a_document(path.name)
         return
-    if fmt != "pdf" and plain_text_name(path.name) and not _is_text(data):
-        batch.not_a_document(path.name)  # a README kt only guessed at, not UTF-8 text: left out, counted
-        return
-    content: bytes | str | None = data if fmt in ("pdf", "html") else _decode(data, label, batch)
+    content: bytes | str | None
+    if fmt != "pdf" and plain_text_name(path.name):
+        try:
+            text = decode_text(data, label)
+        except InputError:  # a README kt only guessed at by its name, no UTF-8 text: left out, counted
+            batch.not_a_document(path.name)
+            return
+        content = data if fmt == "html" else text
+    else:
+        content = data if fmt in ("pdf", "html") else _decode(data, label, batch)
     if content is None:
         return
     batch.files.add(label)

@@ -237,10 +237,10 @@ def _cluster_node(x: np.ndarray, k_low: int, k_high: int, seed: int, params: Tre
     # The best silhouette (ties to the larger k), unless a balanced split scores nearly as well.
     best = max(tried, key=lambda t: (t[1] and t[0] >= floor, t[0], t[2]))
     if why is not None and max_share is not None and not best[1]:
-        even = [t for t in tried if t[1]]
-        why.append(f"no split into {k_low}-{k_high} parts kept every part under {max_share:.0%}" if not even else
-                   f"the best split keeping every part under {max_share:.0%} ({max(even)[2]} parts) tells the"
-                   f" topics apart clearly less well (silhouette {max(even)[0]:.2f} vs {top:.2f})")
+        even = max((t for t in tried if t[1]), key=lambda t: (t[0], t[2]), default=None)
+        why.append(f"no split into {k_low}-{k_high} parts kept every part under {max_share:.0%}" if even is None else
+                   f"the best split keeping every part under {max_share:.0%} ({even[2]} parts) tells the"
+                   f" topics apart clearly less well (silhouette {even[0]:.2f} vs {top:.2f})")
     if probe is x:
         return best[3]
     return spherical_kmeans(x, best[2], seed=seed, params=params)[0]

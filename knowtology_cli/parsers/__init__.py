@@ -322,8 +322,9 @@ def parse(
     Formats are recognised by content type first, then by the file name with compound extensions
     (``guide.rst.txt`` is reStructuredText, ``page.htm`` HTML), then by the content itself (``%PDF-``,
     an HTML doctype, AsciiDoc or reST markup in a ``.txt``). A ``.txt`` taken for AsciiDoc that
-    asciidoc-py cannot convert is read as plain text, as its name says. The parsers of HTML and PDF are optional extras (``knowtology-cli[html]``,
-    ``knowtology-cli[pdf]``); a missing one is a `ConfigError` naming the extra.
+    asciidoc-py cannot convert is read as plain text, as its name says. The parsers of HTML and PDF
+    are optional extras (``knowtology-cli[html]``, ``knowtology-cli[pdf]``); a missing one is a
+    `ConfigError` naming the extra.
 
     Each parser has a version (`PARSER_VERSIONS`); the store records it per chunk, so a new parser
     version re-chunks the files it reads while unchanged files under the same version embed nothing.

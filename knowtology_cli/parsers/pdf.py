@@ -45,11 +45,10 @@ LINE_END_HYPHEN = "\ufffe"
 #: A line ending in a dot leader and a page number is an entry of a table of contents or an index:
 #: navigation (as the HTML parser drops a page's), wherever it stands on the page.
 _LEADER = re.compile(r"(?:\s*\.){4,}\s*(?:\d+|[ivxlcdm]+)$", re.I)
-#: A line of one letter is an index's letter heading (or a stray glyph): no text.
-_LONE_LETTER = re.compile(r"[^\W\d_]")
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
 _DIGITS = re.compile(r"\d+")
 _LINE = re.compile(r"[^\r\n]+")
+#: A letter; a line of one alone is an index's letter heading (or a stray glyph): no text.
 _LETTER = re.compile(r"[^\W\d_]")
 _WORDS = re.compile(r"[\w-]+")
 _NUMBER_AFTER_HYPHEN = re.compile(rf"{LINE_END_HYPHEN}(\d{{1,5}})$")
@@ -64,7 +63,7 @@ class _Line(NamedTuple):
     text: str
     top: float
     bottom: float
-    size: float = 0.0
+    size: float
 
 
 def _open(data: bytes, name: str) -> Any:
@@ -95,7 +94,7 @@ def _page_lines(page: Any) -> list[_Line]:
             _, bottom, _, top = text_page.get_charbox(index, loose=True)
             rows.append(_Line(line, top, bottom, pdfium_c.FPDFText_GetFontSize(text_page.raw, index)))
         # A page whose last line ends in a hyphen: PDFium joins the page number to it ("--leak-check-82")
-        if rows and (cut := _NUMBER_AFTER_HYPHEN.search(rows[-1][0])):
+        if rows and (cut := _NUMBER_AFTER_HYPHEN.search(rows[-1].text)):
             last = rows.pop()
             rows += [last._replace(text=last.text[: cut.start(1)]), last._replace(text=cut.group(1))]
         return rows
@@ -105,8 +104,8 @@ def _page_lines(page: Any) -> list[_Line]:
 
 def _spacing(above: _Line, below: _Line) -> float:
     """Distance between two lines' tops in units of the upper line's font height (0 when not below)."""
-    pitch = above[1] - below[1]
-    return pitch / max(above[1] - above[2], 1.0) if pitch > 0 else 0.0
+    pitch = above.top - below.top
+    return pitch / max(above.top - above.bottom, 1.0) if pitch > 0 else 0.0
 
 
 def _line_spacing(pages: list[list[_Line]]) -> float:
@@ -253,8 +252,9 @@ def _heading_sizes(pages: list[list[_Line]]) -> dict[float, int]:
 def _font_heading(paragraph: list[_Line], sizes: dict[float, int]) -> int | None:
     """The rank of a paragraph set in one heading size that reads as a title, else None."""
     text = " ".join(line.text.strip() for line in paragraph)
-    rank = sizes.get(_height(paragraph[0]))
-    if (rank is None or any(_height(line) != _height(paragraph[0]) for line in paragraph)
+    height = _height(paragraph[0])
+    rank = sizes.get(height)
+    if (rank is None or any(_height(line) != height for line in paragraph)
             or not _WORD.search(text) or len(text.split()) > HEADING_WORDS or _HEADING_END.search(text)):
         return None
     return rank
@@ -332,7 +332,7 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
             if (edge and (_PAGE_NUMBER.match(line.text) or _key(line.text) in running[index])
-                    or _LEADER.search(line.text) or _LONE_LETTER.fullmatch(line.text.strip())):
+                    or _LEADER.search(line.text) or _LETTER.fullmatch(line.text.strip())):
                 dropped += 1
                 continue
             kept.append(line)
