@@ -7,7 +7,16 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError, InputError
-from .base import COMPRESSED, PARSER_VERSIONS, TITLE_SEPARATOR, Block, Document, Section, parser_version
+from .base import (
+    ADOC_INLINE_MACRO,
+    COMPRESSED,
+    PARSER_VERSIONS,
+    TITLE_SEPARATOR,
+    Block,
+    Document,
+    Section,
+    parser_version,
+)
 from .markdown import parse_markdown
 from .rst import parse_rst
 from .text import parse_text
@@ -75,14 +84,12 @@ _RST_EVIDENCE = 2
 #: How much of a ``.txt`` file is looked at for reStructuredText markup.
 RST_HEAD = 65536
 #: AsciiDoc markup that plain text, Markdown and reST do not hold by chance, by kind: a block macro
-#: line (``include::part.txt[]``, ``image::a.png[]``, ``endif::[]``); an inline macro
-#: ``name:target[text]`` whose name is no URL scheme and longer than a Vim scope (``s:var[1]``); an
-#: attribute entry (``:toc:``, ``:name: value``) among the first `_ADOC_TOP_LINES`; a ``= Title``
+#: line (``include::part.txt[]``, ``image::a.png[]``, ``endif::[]``); an inline macro with a target
+#: (`ADOC_INLINE_MACRO`, found in `_looks_like_asciidoc`); an attribute entry (``:toc:``, ``:name: value``) among the first `_ADOC_TOP_LINES`; a ``= Title``
 #: first line whose header lines reach an attribute entry; a cross reference (``<<id,text>>``).
 #: Delimited blocks and block attribute lines are found line by line (`_adoc_blocks`).
 _ADOC_MARKUP: dict[str, re.Pattern[str]] = {
     "block macro": re.compile(r"^[A-Za-z][\w-]*::(?!:)(?:(?!::)[^\s\[])*\[[^\]\n]*\][ \t]*$", re.M),
-    "inline macro": re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)[^\s\[\]|]+\[[^\]\n]*\](?![\w\[(])"),
     "attribute entry": re.compile(r"^:!?\w[\w-]*!?:(?:[ \t]+\S.*)?$", re.M),
     "document title": re.compile(r"\A= \S.*\n(?:[^\n:].*\n)*:!?\w[\w-]*!?:"),
     "cross reference": re.compile(r"(?<![\w<])<<[A-Za-z_][\w:.-]*,[^<>\n]+>>(?![\w>])"),
@@ -214,6 +221,8 @@ def _looks_like_asciidoc(head: bytes) -> bool:
     top = "\n".join(text.split("\n", _ADOC_TOP_LINES)[:_ADOC_TOP_LINES])
     kinds = {kind for kind, pattern in _ADOC_MARKUP.items()
              if pattern.search(top if kind == "attribute entry" else text)}
+    if any(macro.group(1) for macro in ADOC_INLINE_MACRO.finditer(text)):  # evidence needs a target
+        kinds.add("inline macro")
     kinds |= _adoc_blocks([line.rstrip() for line in text.split("\n")])
     return len(kinds) >= _ADOC_EVIDENCE and bool(kinds - _ADOC_LIKE_RST)
 

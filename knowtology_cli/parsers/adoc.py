@@ -18,7 +18,7 @@ from asciidoc.api import AsciiDocAPI
 from asciidoc.exceptions import AsciiDocError
 
 from ..errors import InputError
-from .base import Block, Document, Section, parser_version, read_fragment, select_lines
+from .base import ADOC_INLINE_MACRO, Block, Document, Section, parser_version, read_fragment, select_lines
 from .html import parse_html
 
 #: An include line as asciidoc-py's reader matches it (``include::`` / ``include1::``, not escaped).
@@ -40,9 +40,6 @@ _TRUSTED_CONF = tuple(os.path.realpath(d) for d in (_engine.CONF_DIR, _CONF.pare
 _WORDS = re.compile(r"\w+")
 #: How many words of a block's first line find it in the source.
 _PROBE_WORDS = 4
-#: An inline macro asciidoc-py does not define, left in the page as written: a project's own
-#: (``name:target[text]``, maybe no target), which `_macro_text` reads as a reader would.
-_UNKNOWN_MACRO = re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)([^\s\[\]|]*)\[([^\]\n]*)\](?![\w\[(])")
 #: A manual section (``1``, ``3p``): ``page[1]`` cites a man page, written ``page(1)``.
 _MAN_SECTION = re.compile(r"\d[a-z]{0,3}")
 #: Elements whose text is literal: a macro there is what the author shows.
@@ -121,7 +118,8 @@ def to_html(text: str, *, name: str = "<document>") -> str:
 
 
 def _macro_text(match: re.Match[str]) -> str:
-    """What an unknown inline macro says: ``page(1)`` for a man page, else its text, else its target."""
+    """What an inline macro asciidoc-py does not define (a project's own, left in its page as
+    written) says: ``page(1)`` for a man page, else its text, else its target."""
     target, text = match.group(1), match.group(2).strip()
     if target and _MAN_SECTION.fullmatch(text):
         return f"{target}({text})"
@@ -154,9 +152,9 @@ def _tidy(html: str) -> str:
     for el in page.iter(lxml.etree.Element):
         literal = any(up.tag in _LITERAL_TAGS for up in el.iterancestors())  # a tail is its parent's text
         if el.text and not literal and el.tag not in _LITERAL_TAGS:
-            el.text = _UNKNOWN_MACRO.sub(_macro_text, el.text)
+            el.text = ADOC_INLINE_MACRO.sub(_macro_text, el.text)
         if el.tail and not literal:
-            el.tail = _UNKNOWN_MACRO.sub(_macro_text, el.tail)
+            el.tail = ADOC_INLINE_MACRO.sub(_macro_text, el.tail)
     return str(lxml.html.tostring(page, encoding="unicode", doctype="<!DOCTYPE html>"))
 
 

@@ -13,6 +13,10 @@ TITLE_SEPARATOR = " › "
 #: page, not a data dump.
 MAX_INCLUDE_BYTES = 2_000_000
 
+#: An AsciiDoc inline macro ``name:target[text]`` (the target may be empty): the name is no URL
+#: scheme and is longer than a Vim scope (``s:var[1]``). Groups: target, text.
+ADOC_INLINE_MACRO = re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)([^\s\[\]|]*)\[([^\]\n]*)\](?![\w\[(])")
+
 #: A document compressed with gzip (``user_guide.rst.gz``, as Debian ships docs): read as the
 #: document it holds, named by the extension before this one.
 COMPRESSED = ".gz"
