@@ -251,18 +251,21 @@ def test_a_refresh_keeps_a_name_the_new_one_only_reorders_or_adds_to(tmp_path: P
     kb.close()
 
 
+#: One paragraph per topic, for collections whose shape the tests choose.
+TOPICS = {"tides": "Tide tables give the water levels at the harbour; spring tides rise higher than neap tides.",
+          "bread": "Sourdough needs a starter, flour, water and salt; the dough rises overnight before baking.",
+          "chess": "The bishop moves diagonally and the rook along ranks and files; castling moves the king.",
+          "solar": "Solar panels turn sunlight into electricity; an inverter feeds the current into the grid.",
+          "burrow": "Wombats dig burrows in dry soil with strong claws; the tunnels keep the wombat cool."}
+
+
 def test_build_says_why_a_level1_category_holds_more_than_a_quarter(tmp_path: Path) -> None:
     """A collection that is mostly one topic keeps it in one level-1 category, and ``kt build`` says so
     and why; a collection of even topics gets no such line."""
-    topics = {"tides": "Tide tables give the water levels at the harbour; spring tides rise higher than neap tides.",
-              "bread": "Sourdough needs a starter, flour, water and salt; the dough rises overnight before baking.",
-              "chess": "The bishop moves diagonally and the rook along ranks and files; castling moves the king.",
-              "solar": "Solar panels turn sunlight into electricity; an inverter feeds the current into the grid.",
-              "burrow": "Wombats dig burrows in dry soil with strong claws; the tunnels keep the wombat cool."}
     for name, burrows, others in (("lopsided", 24, 4), ("even", 0, 10)):
         docs = tmp_path / name
         docs.mkdir()
-        for topic, text in topics.items():
+        for topic, text in TOPICS.items():
             for i in range(burrows if topic == "burrow" else others):
                 (docs / f"{topic}-{i}.md").write_text(f"# {topic.title()} {i}\n\n{text}\n")
         store = tmp_path / f"{name}-store"
@@ -284,16 +287,12 @@ def test_a_build_clusters_anew_when_new_chunks_outnumber_the_mapped_ones(tmp_pat
     """A few new documents are placed into the map people know; when the new ones outnumber what the
     tree held (a collection that grew from a start, a corpus mostly rewritten), placing them into
     the old leaves would give a map of the old corpus: the build clusters everything anew."""
-    topics = {"tides": "Tide tables give the water levels at the harbour; spring tides rise higher than neap tides.",
-              "bread": "Sourdough needs a starter, flour, water and salt; the dough rises overnight before baking.",
-              "chess": "The bishop moves diagonally and the rook along ranks and files; castling moves the king.",
-              "solar": "Solar panels turn sunlight into electricity; an inverter feeds the current into the grid."}
     docs, store = tmp_path / "docs", tmp_path / "store"
     docs.mkdir()
 
     def write(topic: str, count: int) -> None:
         for i in range(count):
-            (docs / f"{topic}-{i}.md").write_text(f"# {topic.title()} {i}\n\n{topics[topic]}\n")
+            (docs / f"{topic}-{i}.md").write_text(f"# {topic.title()} {i}\n\n{TOPICS[topic]}\n")
 
     write("tides", 6)
     write("bread", 6)
