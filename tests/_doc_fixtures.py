@@ -70,3 +70,41 @@ def write_lines_pdf(path: Path, pages: list[list[str]], headers: list[str] | Non
         for line in lines:
             pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
     pdf.output(str(path))
+
+
+PAPER_BODY = ("Drivers record the chiller reading at every fifth stop and again at the depot, and a reading "
+              "above eight degrees means the order is replaced rather than delivered to the customer.")
+
+
+def write_paper_pdf(path: Path, *, bold_body: bool = False) -> None:
+    """A paper without bookmarks, as LaTeX sets one (fpdf2, Times): a 17 pt title, the authors in 12 pt
+    and their affiliation in italics, a bold "Abstract", 12 pt bold sections and bold body-size
+    subsections; a paragraph led by a bold "Note:". With ``bold_body`` all body text is bold too."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    body = "B" if bold_body else ""
+
+    def para(text: str, size: float = 10, style: str = body, gap: float = 2) -> None:
+        pdf.set_font("Times", style, size)
+        pdf.multi_cell(0, size * 0.5, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(gap)
+
+    para("Cold Chain Deliveries in Small Vans", 17, "B", 4)
+    para("Alice Example and Bob Sample", 12, "")
+    para("Department of Logistics, Example University", 10, "I", 6)
+    para("Abstract", style="B", gap=0)
+    para(PAPER_BODY)
+    para("1 Loading the van", 12, "B", 0)
+    para(PAPER_BODY)
+    para("1.1 Frozen totes", style="B", gap=0)
+    para(PAPER_BODY)
+    pdf.set_font("Times", "B", 10)
+    pdf.write(5, "Note:")
+    pdf.set_font("Times", body, 10)
+    pdf.write(5, " totes wait in the shade.")
+    pdf.ln(7)
+    para("2 Returns", 12, "B", 0)
+    para(PAPER_BODY)
+    pdf.output(str(path))

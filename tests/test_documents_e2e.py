@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _doc_fixtures import write_two_page_pdf
+from _doc_fixtures import write_paper_pdf, write_two_page_pdf
 
 from knowtology_cli import parsers
 from knowtology_cli.kb import KnowledgeBase
@@ -105,6 +105,23 @@ def test_kt_ingest_and_read_json_carry_sections_and_ranges(corpus: Path, tmp_pat
     # Unchanged files embed nothing on a re-ingest.
     again = json.loads(kt("ingest", str(corpus), "--json", store=store).stdout)
     assert (again["unchanged"], again["embedded"], again["updated"]) == (4, 0, 0)
+
+
+def test_kt_reads_a_papers_bold_headings_and_no_author_heading(tmp_path: Path) -> None:
+    # A paper without bookmarks: its bold body-size headings are the chunk's headings, its authors'
+    # line is text under the title, not a section of its own.
+    root = tmp_path / "papers"
+    root.mkdir()
+    write_paper_pdf(root / "vans.pdf")
+    store = tmp_path / "store"
+    assert kt("ingest", str(root), "--embedder", "hash", store=store).returncode == 0
+    result = kt("read", "papers/vans.pdf#0", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    chunk = json.loads(result.stdout)["chunks"][0]
+    headings = [line for line in chunk["text"].split("\n") if line.startswith("#")]
+    assert headings == ["# Cold Chain Deliveries in Small Vans", "## Abstract", "## 1 Loading the van",
+                        "### 1.1 Frozen totes", "## 2 Returns"], headings
+    assert "Alice Example and Bob Sample" in chunk["text"]
 
 
 def test_shifted_lines_update_provenance_without_embedding_or_remapping(corpus: Path, tmp_path: Path,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _doc_fixtures import write_lines_pdf, write_two_page_pdf
+from _doc_fixtures import PAPER_BODY, write_lines_pdf, write_paper_pdf, write_two_page_pdf
 
 from knowtology_cli.builders.snippets import make_snippet
 from knowtology_cli.chunking import chunk_document
@@ -591,6 +591,38 @@ def test_pdf_headings_without_an_outline_are_read_from_their_type_size(tmp_path:
         ("2 Returns", "Spoiled goods are refunded\nwithin a week."),
     ], found
     assert depth == [1, 1, 2, 2, 2, 3, 3, 3, 2, 2]
+
+
+def test_pdf_paper_headings_in_bold_and_no_sections_for_its_authors(tmp_path: Path) -> None:
+    # A paper without bookmarks: bold lines at the body's size ("Abstract", "1.1 Frozen totes") are
+    # headings below the larger sections; the authors' line, in larger type on the title page with no
+    # prose under it, is text of the title's section; a paragraph led by a bold "Note:" is text.
+    path = tmp_path / "paper.pdf"
+    write_paper_pdf(path)
+    found = [(" › ".join(titles), " ".join(b.text.split())) for titles, b in blocks(parse(path))]
+    title, first = "Cold Chain Deliveries in Small Vans", "Cold Chain Deliveries in Small Vans › 1 Loading the van"
+    assert found == [
+        (title, "# Cold Chain Deliveries in Small Vans"),
+        (title, "Alice Example and Bob Sample"),
+        (title, "Department of Logistics, Example University"),
+        (f"{title} › Abstract", "## Abstract"),
+        (f"{title} › Abstract", PAPER_BODY),
+        (first, "## 1 Loading the van"),
+        (first, PAPER_BODY),
+        (f"{first} › 1.1 Frozen totes", "### 1.1 Frozen totes"),
+        (f"{first} › 1.1 Frozen totes", f"{PAPER_BODY} Note: totes wait in the shade."),
+        (f"{title} › 2 Returns", "## 2 Returns"),
+        (f"{title} › 2 Returns", PAPER_BODY),
+    ], found
+
+
+def test_pdf_bold_marks_no_heading_where_the_body_is_bold(tmp_path: Path) -> None:
+    # A document set in bold throughout: bold says nothing, only the larger type heads sections.
+    path = tmp_path / "bold.pdf"
+    write_paper_pdf(path, bold_body=True)
+    titles = {" › ".join(t) for t, _ in blocks(parse(path))}
+    assert titles == {"Cold Chain Deliveries in Small Vans", "Cold Chain Deliveries in Small Vans › 1 Loading the van",
+                      "Cold Chain Deliveries in Small Vans › 2 Returns"}, titles
 
 
 def test_pdf_contents_and_index_entries_are_navigation(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections import Counter
 from typing import Any, NamedTuple
@@ -37,6 +38,14 @@ HEADING_SCALE = 1.15
 HEADING_WORDS = 12
 #: Distinct heading sizes nested under each other; smaller ones count as the smallest.
 HEADING_LEVELS = 3
+#: A line set in bold from its first character to its last, at the body's size or a little above, is a
+#: heading below the larger ones (LaTeX's subsubsections, a word processor's third heading level) —
+#: unless bold is this share of the body's text or more, when bold marks nothing.
+BOLD_BODY_SHARE = 0.5
+#: PDFium's weight of a bold font (the CSS scale); fonts without one say bold in their name: Times-Bold,
+#: LMRoman10-Bold, Arial-BoldMT, TeX's CMBX10 ("bold extended"), NimbusRomNo9L-Medi.
+BOLD_WEIGHT = 600
+_BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|medi(?:um)?\b|-medi|^(?:[A-Z]{6}\+)?cmbx", re.I)
 #: A heading holds a word of two letters at least (an index's letter ``A`` over its entries heads nothing).
 _WORD = re.compile(r"[^\W\d_]{2}")
 _HEADING_END = re.compile(r"[.,;:)\]}\-–—]$")
@@ -58,12 +67,14 @@ _BROKEN = re.compile(rf"([\w-]*){LINE_END_HYPHEN}([\w-]*)")
 
 class _Line(NamedTuple):
     """A text line of a page: its text, the top and bottom of its first character's font box (in
-    points from the page's foot) and that character's font size."""
+    points from the page's foot), that character's font size, and whether the line is bold from its
+    first character to its last."""
 
     text: str
     top: float
     bottom: float
     size: float
+    bold: bool
 
 
 def _open(data: bytes, name: str) -> Any:
@@ -84,15 +95,18 @@ def _page_lines(page: Any) -> list[_Line]:
     text_page = page.get_textpage()
     try:
         text = text_page.get_text_range()
+        ascii_text = text.isascii()
         rows: list[_Line] = []
         for match in _LINE.finditer(text):
             line = flow(match.group().replace("\x02", ""))
             if not line:
                 continue
             first = match.start() + (len(match.group()) - len(match.group().lstrip()))
-            index = first if text.isascii() else len(text[:first].encode("utf-16-le")) // 2
+            final = match.end() - 1 - (len(match.group()) - len(match.group().rstrip()))
+            index, end = (first, final) if ascii_text else (_char_index(text, first), _char_index(text, final))
             _, bottom, _, top = text_page.get_charbox(index, loose=True)
-            rows.append(_Line(line, top, bottom, pdfium_c.FPDFText_GetFontSize(text_page.raw, index)))
+            rows.append(_Line(line, top, bottom, pdfium_c.FPDFText_GetFontSize(text_page.raw, index),
+                              _bold(text_page, index) and _bold(text_page, end)))
         # A page whose last line ends in a hyphen: PDFium joins the page number to it ("--leak-check-82")
         if rows and (cut := _NUMBER_AFTER_HYPHEN.search(rows[-1].text)):
             last = rows.pop()
@@ -100,6 +114,20 @@ def _page_lines(page: Any) -> list[_Line]:
         return rows
     finally:
         text_page.close()
+
+
+def _char_index(text: str, position: int) -> int:
+    """PDFium's index of the character at ``position`` of the page text (it counts UTF-16 units)."""
+    return len(text[:position].encode("utf-16-le")) // 2
+
+
+def _bold(text_page: Any, index: int) -> bool:
+    """Whether the character at ``index`` is set in a bold font (by weight, else by the font's name)."""
+    if pdfium_c.FPDFText_GetFontWeight(text_page.raw, index) >= BOLD_WEIGHT:
+        return True
+    name = ctypes.create_string_buffer(128)
+    pdfium_c.FPDFText_GetFontInfo(text_page.raw, index, name, len(name), None)
+    return bool(_BOLD_NAME.search(name.value.decode("latin-1")))
 
 
 def _spacing(above: _Line, below: _Line) -> float:
@@ -116,14 +144,14 @@ def _line_spacing(pages: list[list[_Line]]) -> float:
 
 
 def _paragraphs(lines: list[_Line], usual: float,
-                sizes: dict[float, int]) -> list[list[_Line]]:
+                styles: dict[tuple[float, bool], int]) -> list[list[_Line]]:
     """Lines grouped into paragraphs: a gap (`PARAGRAPH_GAP`) or a change into or out of a heading
-    size (`_heading_sizes`) starts one."""
+    style (`_heading_styles`) starts one."""
     out: list[list[_Line]] = []
     previous: _Line | None = None
     for line in lines:
         if previous is None or (usual and _spacing(previous, line) > PARAGRAPH_GAP * usual) or (
-                _height(line) != _height(previous) and (_height(line) in sizes or _height(previous) in sizes)):
+                _style(line) != _style(previous) and (_style(line) in styles or _style(previous) in styles)):
             out.append([])
         out[-1].append(line)
         previous = line
@@ -235,29 +263,50 @@ def _height(line: _Line) -> float:
     return round(line.size, 1)
 
 
-def _heading_sizes(pages: list[list[_Line]]) -> dict[float, int]:
-    """Heading type sizes, largest first, to their rank: sizes of at least `HEADING_SCALE` times the
-    body's (the size most characters are set in)."""
+def _style(line: _Line) -> tuple[float, bool]:
+    return _height(line), line.bold
+
+
+def _heading_styles(pages: list[list[_Line]]) -> dict[tuple[float, bool], int]:
+    """Heading type styles (size, bold) to their rank, largest first: sizes of at least `HEADING_SCALE`
+    times the body's (the size most characters are set in), then bold lines at the body's size or a
+    little above, when the body is not mostly bold (`BOLD_BODY_SHARE`)."""
     sizes: Counter[float] = Counter()
+    bold: Counter[float] = Counter()
     for lines in pages:
         for line in lines:
             sizes[_height(line)] += len(line.text)
+            bold[_height(line)] += len(line.text) if line.bold else 0
     if not sizes:
         return {}
     body = sizes.most_common(1)[0][0]
     larger = sorted((h for h in sizes if h >= HEADING_SCALE * body), reverse=True)
-    return {h: min(rank, HEADING_LEVELS - 1) for rank, h in enumerate(larger)}
+    styles = {(h, b): min(rank, HEADING_LEVELS - 1) for rank, h in enumerate(larger) for b in (False, True)}
+    if bold[body] < BOLD_BODY_SHARE * sizes[body]:
+        styles |= {(h, True): min(len(larger), HEADING_LEVELS - 1)
+                   for h in bold if body <= h < HEADING_SCALE * body and bold[h]}
+    return styles
 
 
-def _font_heading(paragraph: list[_Line], sizes: dict[float, int]) -> int | None:
-    """The rank of a paragraph set in one heading size that reads as a title, else None."""
+def _font_heading(paragraph: list[_Line], styles: dict[tuple[float, bool], int]) -> int | None:
+    """The rank of a paragraph set in one heading style that reads as a title, else None."""
     text = " ".join(line.text.strip() for line in paragraph)
-    height = _height(paragraph[0])
-    rank = sizes.get(height)
-    if (rank is None or any(_height(line) != height for line in paragraph)
-            or not _WORD.search(text) or len(text.split()) > HEADING_WORDS or _HEADING_END.search(text)):
+    style = _style(paragraph[0])
+    rank = styles.get(style)
+    if (rank is None or any(_style(line) != style for line in paragraph)
+            or not _WORD.search(text) or len(text.split()) > HEADING_WORDS or _HEADING_END.search(text)
+            or _PAGE_NUMBER.match(text)):  # a form's "PAGE 1" says where, not what
         return None
     return rank
+
+
+def _text(paragraph: list[_Line]) -> str:
+    return "\n".join(line.text for line in paragraph if line.text).strip()
+
+
+def _prose(paragraph: list[_Line], styles: dict[tuple[float, bool], int]) -> bool:
+    """Whether a paragraph is running text: longer than a heading may be, and no heading."""
+    return len(_text(paragraph).split()) > HEADING_WORDS and _font_heading(paragraph, styles) is None
 
 
 def _norm(text: str) -> str:
@@ -281,7 +330,10 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     line that reads as the title when there is one (a leading section number aside). Headings it does
     not list — a short line of its own in type `HEADING_SCALE` times the body's — open sections
     below its deepest level (nested by type size), after its first entry (a title page is no section);
-    without an outline they are the sections.
+    without an outline they are the sections, and until the first paragraph of prose only the first of
+    them (the title) and those with prose right under them count: a title page's authors and
+    affiliations are no sections. A line in bold from end to end at about the body's size is a heading
+    below the larger ones.
     """
     pdf = _open(data, name)
     try:
@@ -305,10 +357,13 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     pages = _dehyphenate(pages)
     running = _running(pages)
     usual = _line_spacing(pages)
-    sizes = _heading_sizes(pages)
+    styles = _heading_styles(pages)
     # headings the outline does not list nest under its deepest level
     below = max((level for level, _, _ in outline), default=-1) + 1
     dropped = 0
+    # Until the first paragraph of prose, a heading after the first (the title) must have prose
+    # right under it: a title page sets authors and affiliations in large or bold type too.
+    prose = bool(outline)
     entries = sorted(outline, key=lambda e: e[2])
     stack: list[tuple[int, str]] = []
     sections: list[Section] = []
@@ -353,14 +408,19 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         for first, last in zip(segments, segments[1:]):
             for level, heading in opens.get(first, []):
                 open_section(level, heading, page_no)
-            for paragraph in _paragraphs(kept[first:last], usual, sizes):
-                text = "\n".join(line.text for line in paragraph if line.text).strip()
+            paragraphs = _paragraphs(kept[first:last], usual, styles)
+            for at, paragraph in enumerate(paragraphs):
+                text = _text(paragraph)
                 # before the outline's first entry lie a title page and contents, not sections
-                rank = _font_heading(paragraph, sizes) if text and (stack or not outline) else None
+                rank = _font_heading(paragraph, styles) if text and (stack or not outline) else None
+                if rank is not None and not prose and stack and not (
+                        at + 1 < len(paragraphs) and _prose(paragraphs[at + 1], styles)):
+                    rank = None  # a title page's author, affiliation or date line: no prose under it
                 if rank is not None:
                     open_section(below + rank, " ".join(text.split()), page_no)
                 elif text:
                     blocks.append(Block(text, page_no, page_no))
+                    prose = prose or _prose(paragraph, styles)
         for level, heading in opens.get(len(kept), []):
             open_section(level, heading, page_no)
     if blocks:
