@@ -149,6 +149,8 @@ class InputBatch:
     failed: set[str] = field(default_factory=set)
     #: files of the walked folders that are no document kt reads (images, scripts…): extension -> count
     other_files: dict[str, int] = field(default_factory=dict)
+    #: hidden folders (a leading ``.``) the walk skipped, as the user would name them
+    hidden_folders: list[str] = field(default_factory=list)
 
     def not_a_document(self, name: str) -> None:
         """Count a file of the walked folders that kt does not read, by its kind (`_kind`)."""
@@ -389,7 +391,7 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
     files = _one_name_per_file(sorted(_walk(path, batch)), batch,
                                lambda f: "/".join(p for p in (source.name, prefix, f.relative_to(path).as_posix()) if p))
     if not files:
-        batch.problems.append(f"{path}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files")
+        batch.problems.append(_nothing_found(path, batch))
     folders: dict[Path, tuple[Source, str] | None] = {}
     for file in files:
         owner: tuple[Source, str] | None = None
@@ -428,11 +430,25 @@ def document_files(root: Path) -> Iterator[Path]:
     return _walk(root, InputBatch())
 
 
+def _nothing_found(path: Path, batch: InputBatch) -> str:
+    """The problem line of a folder without documents; it names the hidden folders that hold some."""
+    hidden = [h for h in batch.hidden_folders if Path(h).parent == path or path in Path(h).parents]
+    holding = {h: n for h in hidden if (n := sum(1 for _ in _walk(Path(h), InputBatch())))}
+    if not holding:
+        return f"{path}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files"
+    where = ", ".join(f"{h} ({n})" for h, n in holding.items())
+    return (f"{path}: its only documents are in hidden folders, which kt skips: {where}"
+            f" — name one to read it: kt ingest {next(iter(holding))}")
+
+
 def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
     def unreadable(error: OSError) -> None:
         batch.problems.append(f"{error.filename}: cannot read directory ({error.strerror}) — fix its permissions")
 
-    for path in walk_files(root, unreadable):
+    def hidden(folder: Path) -> None:
+        batch.hidden_folders.append(str(folder))
+
+    for path in walk_files(root, unreadable, hidden):
         if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
             yield path
         else:

@@ -504,6 +504,7 @@ class KnowledgeBase:
             no_text=batch.no_text,
             not_documents=dict(sorted(batch.other_files.items(), key=lambda kv: (-kv[1], kv[0]))),
             broken_links=batch.broken_links,
+            hidden_folders=batch.hidden_folders,
             redirects=batch.redirects,
             included=batch.fragments,
             unread_includes=batch.unread_includes,

@@ -212,6 +212,8 @@ class IngestReport(Record):
     not_documents: dict[str, int] = Field(default_factory=dict)
     #: symbolic links to nothing, skipped: ``link → target``
     broken_links: list[str] = Field(default_factory=list)
+    #: hidden folders (a leading ``.``) of the ingested folders, skipped: ``kt ingest`` one by name to read it
+    hidden_folders: list[str] = Field(default_factory=list)
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
     #: files read as part of the documents that include them (reST ``include``), not indexed alone:
     #: fragment -> the first document that includes it

@@ -455,3 +455,30 @@ def test_store_and_collection_may_come_before_the_command(tmp_path: Path) -> Non
     assert [c["name"] for c in status["collections"]] == ["notes"]
     own = json.loads(kt("--store", tmp_path / "elsewhere", "status", "--store", tmp_path / "s", "--json").stdout)
     assert own["store"] == str(tmp_path / "s")
+
+
+def test_hidden_folders_are_named_when_skipped_and_when_they_hold_the_only_documents(tmp_path: Path) -> None:
+    # kt skips hidden folders (.git, a tool's .agents); it says which, and a folder whose documents
+    # all lie in one gets an error naming it, not "no files found".
+    docs = tmp_path / "docs"
+    (docs / "sub" / ".agents").mkdir(parents=True)
+    (docs / ".git").mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nFrozen totes go in the back of the van.\n")
+    (docs / "sub" / ".agents" / "skill.md").write_text("# Skill\n\nUse the chiller log.\n")
+    (docs / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    store = {"KNOWTOLOGY_STORE": str(tmp_path / "store")}
+    result = kt("ingest", docs, "--embedder", "hash", **store)
+    assert result.returncode == 0, result.stderr
+    assert f"note: 2 hidden folder(s) skipped: {docs / '.git'}, {docs / 'sub' / '.agents'}" in result.stdout
+    report = json.loads(kt("ingest", docs, "--json", **store).stdout)
+    assert report["hidden_folders"] == [str(docs / ".git"), str(docs / "sub" / ".agents")]
+    assert report["total"] == 1
+
+    only = docs / "sub"
+    result = kt("ingest", only, "--embedder", "hash", **store)
+    assert result.returncode != 0
+    assert (f"{only}: its only documents are in hidden folders, which kt skips: {only / '.agents'} (1)"
+            f" — name one to read it: kt ingest {only / '.agents'}") in result.stderr, result.stderr
+    named = kt("ingest", only / ".agents", "--json", **store)
+    assert named.returncode == 0, named.stderr
+    assert json.loads(named.stdout)["added"] == 1

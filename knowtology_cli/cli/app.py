@@ -160,6 +160,9 @@ def ingest(
         kinds = [f"{kind} ({count})" for kind, count in report.not_documents.items()]
         out.print(f"note: {sum(report.not_documents.values())} file(s) in the ingested folder(s) are not documents "
                   f"kt reads and were left out: {first_few(kinds, 5)}", markup=False)
+    if report.hidden_folders:
+        out.print(f"note: {len(report.hidden_folders)} hidden folder(s) skipped: {first_few(report.hidden_folders, 3)}"
+                  " — kt reads a hidden folder only when it is named: kt ingest FOLDER/.NAME", markup=False)
     if report.broken_links:
         out.print(f"{len(report.broken_links)} broken link(s) skipped (they point at nothing): "
                   f"{first_few(report.broken_links, 3)}", markup=False)

@@ -176,10 +176,11 @@ def code_language_of(path: Path, named: str = "") -> str:
     return "" if lexer is None or not aliases or aliases[0] == "text" else str(aliases[0])
 
 
-def walk_files(root: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
+def walk_files(root: Path, on_error: Callable[[OSError], None] | None = None,
+               on_hidden: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """The files under ``root`` in name order, as `kt ingest` walks a folder: hidden files and
     folders (a leading ``.``) are skipped, links to folders followed once (a link loop ends);
-    ``on_error`` hears of folders that cannot be read."""
+    ``on_error`` hears of folders that cannot be read, ``on_hidden`` of each hidden folder skipped."""
     seen: set[tuple[int, int]] = set()
     for directory, dirnames, filenames in os.walk(root, followlinks=True, onerror=on_error):
         try:
@@ -191,6 +192,9 @@ def walk_files(root: Path, on_error: Callable[[OSError], None] | None = None) ->
             dirnames[:] = []
             continue
         seen.add(key)
+        if on_hidden is not None:
+            for name in sorted(d for d in dirnames if d.startswith(".")):
+                on_hidden(Path(directory, name))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if not name.startswith("."):
