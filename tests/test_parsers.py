@@ -625,6 +625,17 @@ def test_pdf_bold_marks_no_heading_where_the_body_is_bold(tmp_path: Path) -> Non
                       "Cold Chain Deliveries in Small Vans › 2 Returns"}, titles
 
 
+def test_pdf_tex_accents_join_their_letters_and_roman_page_numbers_go(tmp_path: Path) -> None:
+    # TeX sets an accent as a glyph before its letter (PDFium reads "M\u00a8oller"): one letter. A
+    # front matter's page numbers are Roman ("ii" at the foot): furniture, like Arabic ones.
+    path = tmp_path / "manual.pdf"
+    write_lines_pdf(path, [["Nettle Manual", "Written by Niels M\u00a8oller and Micha\u00a8el Peeters.", "ii"],
+                           ["Caf\u00b4e opening hours: 8 to 5, \u00a8 alone stays.", "iii"]])
+    text = "\n".join(b.text for _, b in blocks(parse(path)))
+    assert text.split("\n") == ["Nettle Manual", "Written by Niels M\u00f6ller and Micha\u00ebl Peeters.",
+                                 "Caf\u00e9 opening hours: 8 to 5, \u00a8 alone stays."], text
+
+
 def test_pdf_contents_and_index_entries_are_navigation(tmp_path: Path) -> None:
     # Entries with dot leaders and a page number (a table of contents, an index) and the index's
     # letter headings are no text; a sentence that trails off stays.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import unicodedata
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -55,6 +56,13 @@ LINE_END_HYPHEN = "\ufffe"
 #: navigation (as the HTML parser drops a page's), wherever it stands on the page.
 _LEADER = re.compile(r"(?:\s*\.){4,}\s*(?:\d+|[ivxlcdm]+)$", re.I)
 _PAGE_NUMBER = re.compile(r"^[-–—\s]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[-–—\s]*$", re.I)
+#: A front matter's page number: a lower-case Roman numeral (``ii``, ``xiv``) alone on its line.
+_ROMAN_PAGE = re.compile(r"\s*(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})\s*")
+#: TeX sets an accent as a glyph of its own before the letter; PDFium gives the spacing accent
+#: (``M¨oller``): with the letter it is one accented letter (``Möller``).
+_SPACING_ACCENT = re.compile("([\u00a8\u00b4\u00af\u00b8\u02c6\u02c7\u02d8\u02d9\u02da\u02dc\u02dd])([^\W\d_])")
+_COMBINING = dict(zip("\u00a8\u00b4\u00af\u00b8\u02c6\u02c7\u02d8\u02d9\u02da\u02dc\u02dd",
+                      "\u0308\u0301\u0304\u0327\u0302\u030c\u0306\u0307\u030a\u0303\u030b", strict=True))
 _DIGITS = re.compile(r"\d+")
 _LINE = re.compile(r"[^\r\n]+")
 #: A letter; a line of one alone is an index's letter heading (or a stray glyph): no text.
@@ -98,7 +106,7 @@ def _page_lines(page: Any) -> list[_Line]:
         ascii_text = text.isascii()
         rows: list[_Line] = []
         for match in _LINE.finditer(text):
-            line = flow(match.group().replace("\x02", ""))
+            line = _SPACING_ACCENT.sub(_accented, flow(match.group().replace("\x02", "")))
             if not line:
                 continue
             first = match.start() + (len(match.group()) - len(match.group().lstrip()))
@@ -114,6 +122,12 @@ def _page_lines(page: Any) -> list[_Line]:
         return rows
     finally:
         text_page.close()
+
+
+def _accented(match: re.Match[str]) -> str:
+    """A spacing accent and the letter after it as one letter, when Unicode has one (else unchanged)."""
+    letter = unicodedata.normalize("NFC", match.group(2) + _COMBINING[match.group(1)])
+    return letter if len(letter) == 1 else match.group()
 
 
 def _char_index(text: str, position: int) -> int:
@@ -386,7 +400,8 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
         kept = []
         for pos, line in enumerate(lines):
             edge = pos < 2 or pos >= len(lines) - 2
-            if (edge and (_PAGE_NUMBER.match(line.text) or _key(line.text) in running[index])
+            if (edge and (_PAGE_NUMBER.match(line.text) or _ROMAN_PAGE.fullmatch(line.text)
+                          or _key(line.text) in running[index])
                     or _LEADER.search(line.text) or _LETTER.fullmatch(line.text.strip())):
                 dropped += 1
                 continue
