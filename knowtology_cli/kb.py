@@ -872,11 +872,17 @@ class KnowledgeBase:
 
     def _remove(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
         """Unmap, disown and mark pending in one tree transaction, then delete from the vector table."""
-        from .builders.runner import collapse_single_children  # deferred: loads numpy
+        from .builders.runner import (  # deferred: numpy
+            collapse_single_children,
+            mark_named_after_gone,
+            node_names,
+        )
 
+        names = node_names(self, collection)
         self.tree.remove_chunks(collection, chunk_ids, forget_sources=forget_sources)
         self._finish_removals()
         collapse_single_children(self, collection)
+        mark_named_after_gone(self, collection, names)
         self.tree.set_chunk_count(collection, self.vectors.count(collection))
 
     def _finish_removals(self) -> None:

@@ -12,7 +12,13 @@ import numpy as np
 from _agent_fixtures import KT, env
 from conftest import SAMPLE
 
-from knowtology_cli.builders.runner import FRESHNESS, is_stale, place_top_down, stale_nodes
+from knowtology_cli.builders.runner import (
+    FRESHNESS,
+    is_stale,
+    node_names,
+    place_top_down,
+    stale_nodes,
+)
 from knowtology_cli.kb import KnowledgeBase
 from knowtology_cli.models import Category, ChunkMapping
 from knowtology_cli.stores.base import CollectionInfo, TreeStore, churn_by_node
@@ -113,6 +119,9 @@ def test_tree_store_tracks_naming_state_renames_and_pending(tree: TreeStore) -> 
     assert tree.get_node("c", "B") is None and tree.pending_removals() == {"c": ["b1"]}
     assert tree.chunk_owners("c") == {"a2": ("docs", "x.md")} and tree.tree_state("c").removed == 1
     tree.clear_pending("c", ["b1"])
+    tree.mark_stale("c", ["Top/X"])  # churn reaches the count it was named for, whatever it was
+    marked = tree.get_node("c", "Top/X")
+    assert marked.churn == marked.named_count >= 1 and is_stale(marked) and tree.get_node("c", "Top").churn == 2
     tree.mark_named("c")
     assert all(n.churn == 0 and n.named_count == n.chunk_count for n in tree.nodes("c"))
     assert tree.tree_state("c") == type(tree.tree_state("c"))(built=3, placed=0, removed=0)
@@ -307,3 +316,33 @@ def test_a_build_clusters_anew_when_new_chunks_outnumber_the_mapped_ones(tmp_pat
     assert notes[0] == "clustered 31 chunks (16 new or changed chunks outnumber the 15 the tree held)", notes
     names = {n["name"].lower() for n in ok("browse", "--store", store)["children"]}
     assert any("solar" in name for name in names), names
+
+
+def test_a_name_that_says_a_part_gone_is_stale_however_small_the_part(tmp_path: Path) -> None:
+    """A category named after a part of it that is gone no longer says what it holds: it is stale
+    (renamed by the next build) although one chunk of twenty-one is far below the churn that makes
+    a node stale; a sibling whose name shares no word with the part is not."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    counts = {"tides": 10, "bread": 10, "burrow": 1, "chess": 10, "solar": 10}
+    for topic, count in counts.items():
+        for n in range(count):
+            (corpus / f"{topic}-{n}.md").write_text(f"# {topic.title()} {n}\n\n{TOPICS[topic]} Note {n}.\n")
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.ingest([str(corpus)], embedder="hash")
+    leaf = {"tides": "Tides & Burrows/Tides", "bread": "Tides & Burrows/Bakery", "burrow": "Tides & Burrows/Burrows",
+            "chess": "Games/Chess", "solar": "Games/Solar"}
+    hashes = {i: h for i, (h, _) in kb.vectors.fingerprints("default").items()}
+    kb.tree.apply("default", [Category(path=p, description="") for p in ("Tides & Burrows", "Games", *leaf.values())],
+                  [(ChunkMapping(collection="default", chunk_id=i, tree_node_id=0, snippet=t, path=leaf[t]), hashes[i])
+                   for t, count in counts.items() for n in range(count) if (i := f"corpus/{t}-{n}.md#0")],
+                  replace=True)
+    kb.tree.mark_named("default")
+    (corpus / "burrow-0.md").unlink()
+    kb.ingest([str(corpus)], prune=True)
+    assert "Tides & Burrows/Burrows" not in node_names(kb, "default")
+    assert [n.path for n in stale_nodes(kb, "default")] == ["Tides & Burrows"]
+    report = kb.build(builder="cluster")
+    assert "Tides & Burrows" not in {n.name for n in kb.tree.nodes("default")}, report.notes
+    assert any("renamed 1" in note for note in report.notes), report.notes
+    kb.close()

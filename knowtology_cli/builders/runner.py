@@ -248,6 +248,33 @@ def collapse_single_children(stores: BuildStores, collection: str) -> int:
         folded += 1
 
 
+def node_names(stores: BuildStores, collection: str) -> dict[str, str]:
+    """Every category's name by path, to compare with the tree after a change
+    (:func:`mark_named_after_gone`)."""
+    return {n.path: n.name for n in stores.tree.nodes(collection)}
+
+
+def mark_named_after_gone(stores: BuildStores, collection: str, before: Mapping[str, str]) -> list[str]:
+    """Mark stale each category whose name says a word of a descendant gone since ``before`` (its
+    chunks deleted or placed elsewhere, or folded into it): "Gpg, THANKS & gnupg.org" no longer
+    holds THANKS, however small a share of it that was. Returns the paths marked."""
+    from .terms import name_words  # deferred: keeps kt status fast
+
+    now = node_names(stores, collection)
+    marked: set[str] = set()
+    for path, name in before.items():
+        if path in now:
+            continue
+        parts, words = path.split("/"), name_words(name)
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            if now.get(above) == before.get(above) and name_words(now[above]) & words:
+                marked.add(above)
+    if marked:
+        stores.tree.mark_stale(collection, sorted(marked))
+    return sorted(marked)
+
+
 def _load_items(stores: BuildStores, collection: str) -> tuple[list[Any], np.ndarray]:
     """Every chunk of the collection as a ``ClusterItem`` with its vector, ordered by chunk id."""
     from .cluster import ClusterItem  # deferred: keeps kt status fast
@@ -329,6 +356,7 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
             f"{len(pending)} new or changed chunks outnumber the {len(kept)} the tree held"
         return [f"clustered {len(hashes)} chunks ({why})", *shape]
     features = cluster_features(items, matrix) if items else matrix
+    names_before = node_names(stores, collection)
     if pending:
         message(f"placing {len(pending)} chunks…")
         rows = [row_of[i] for i in pending if i in row_of]
@@ -342,6 +370,7 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
         notes.append(f"removed {len(orphans)} chunks")
     # a leaf whose members all changed (placed anew) or went is gone: fold a parent left with one child
     collapse_single_children(stores, collection)
+    mark_named_after_gone(stores, collection, names_before)
     notes.extend(refresh_offline(stores, collection, items, matrix))
     return notes
 

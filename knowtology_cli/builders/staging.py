@@ -53,6 +53,9 @@ class StagedTree(TreeStore):
     def mark_named(self, collection: str, paths: Sequence[str] | None = None) -> None:
         self.store.mark_named(self._tree(collection), paths)
 
+    def mark_stale(self, collection: str, paths: Sequence[str]) -> None:
+        self.store.mark_stale(self._tree(collection), paths)
+
     def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
                      named: Sequence[str] = ()) -> None:
         self.store.rename_nodes(self._tree(collection), changes, named=named)

@@ -446,6 +446,11 @@ class TreeStore(ABC):
         for their current members."""
 
     @abstractmethod
+    def mark_stale(self, collection: str, paths: Sequence[str]) -> None:
+        """Record that the nodes at ``paths`` need new names whatever their churn (a part their names
+        say is gone): their churn becomes at least the count they were named for."""
+
+    @abstractmethod
     def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
                      named: Sequence[str] = ()) -> None:
         """In one transaction: set a new name and/or description (None keeps it) of nodes by path

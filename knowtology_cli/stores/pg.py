@@ -418,6 +418,11 @@ class PostgresTreeStore(TreeStore):
             conn.execute("UPDATE kt_tree_nodes SET named_count = chunk_count, churn = 0 WHERE collection = %s"
                          " AND path = ANY(%s)", (collection, ["/".join(split_path(p)) for p in paths]))
 
+    def mark_stale(self, collection: str, paths: Sequence[str]) -> None:
+        with self.db.tx() as conn:
+            conn.execute("UPDATE kt_tree_nodes SET churn = GREATEST(churn, named_count, 1) WHERE collection = %s"
+                         " AND path = ANY(%s)", (collection, ["/".join(split_path(p)) for p in paths]))
+
     def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
                      named: Sequence[str] = ()) -> None:
         if not changes and not named:

@@ -384,6 +384,13 @@ class SQLiteTreeStore(TreeStore):
                 [(collection, "/".join(split_path(p))) for p in paths],
             )
 
+    def mark_stale(self, collection: str, paths: Sequence[str]) -> None:
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE tree_nodes SET churn = MAX(churn, named_count, 1) WHERE collection = ? AND path = ?",
+                [(collection, "/".join(split_path(p))) for p in paths],
+            )
+
     def rename_nodes(self, collection: str, changes: dict[str, tuple[str | None, str | None]], *,
                      named: Sequence[str] = ()) -> None:
         if not changes and not named:
