@@ -124,6 +124,28 @@ def test_kt_reads_a_papers_bold_headings_and_no_author_heading(tmp_path: Path) -
     assert "Alice Example and Bob Sample" in chunk["text"]
 
 
+def test_kt_reads_a_readmes_embedded_html_as_text(tmp_path: Path) -> None:
+    # An SDK's generated API page wraps each method in <code> and <a> tags: the chunk holds the
+    # method as a code span, and grep finds it by name.
+    root = tmp_path / "sdk"
+    root.mkdir()
+    (root / "README.md").write_text(
+        '<p align="center"><img src="logo.png" alt="Acme logo"></p>\n\n# Acme SDK\n\n<!-- generated -->\n\n'
+        "## Webhooks\n\nMethods:\n\n"
+        '- <code title="post /webhooks">client.webhooks.<a href="./src/webhooks.py">create</a>'
+        '(\\*\\*<a href="src/params.py">params</a>) -> <a href="./src/webhook.py">Webhook</a></code>\n'
+        "\n<details>\n<summary>Retries</summary>\n\nFailed deliveries retry <b>three</b> times.\n\n</details>\n")
+    store = tmp_path / "store"
+    assert kt("ingest", str(root), "--embedder", "hash", store=store).returncode == 0
+    result = kt("read", "sdk/README.md#0", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    text = json.loads(result.stdout)["chunks"][0]["text"]
+    assert "<a " not in text and "<code" not in text and "<" not in text, text
+    assert "- `client.webhooks.create(**params) -> Webhook`" in text and "Failed deliveries retry three times." in text
+    hits = json.loads(kt("grep", "client.webhooks.create", "--json", store=store).stdout)["hits"]
+    assert [hit["chunk_id"] for hit in hits] == ["sdk/README.md#0"]
+
+
 def test_shifted_lines_update_provenance_without_embedding_or_remapping(corpus: Path, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     kb = KnowledgeBase.open(tmp_path / "store")

@@ -396,6 +396,53 @@ def test_markdown_heading_attribute_lists_are_not_heading_text() -> None:
     assert headings[-1] == "## Sets like {a, b}" and not any("{:" in h or "#stages" in h for h in headings)
 
 
+README_HTML = """\
+<p align="center">
+  <img src="logo.svg" alt="Acme SDK logo" width="120">
+  <br><b>Acme</b> talks to the <a href="https://acme.test">Acme API</a>.
+</p>
+
+# Acme SDK
+
+<!-- badges: start -->
+Press <kbd>Ctrl</kbd>+<kbd>C</kbd> to stop; see <a href="docs/usage.md">the usage guide</a>.<br>Then
+run it again.
+
+## Methods
+
+- <code title="post /webhooks">client.webhooks.<a href="./src/acme/webhooks.py">create</a>(\\*\\*<a href="src/acme/params.py">params</a>) -> <a href="./src/acme/webhook.py">Webhook</a></code>
+
+<details>
+<summary>Advanced <code>retry</code> options</summary>
+
+Retries back off <b>exponentially</b>.
+
+</details>
+
+Plain text stays: a < b, Vec<T> in prose, `<b>` in code, ffmpeg -i <input>, <https://example.com>.
+"""
+
+
+def test_markdown_embedded_html_reads_as_its_text() -> None:
+    """READMEs and generated API pages (the openai SDK's ``api.md``) embed HTML: it reads as the text
+    it shows, ``<code>`` as a code span, links as their text, images and comments as nothing,
+    ``<br>`` as a line break; what only looks like a tag (``a < b``, ``Vec<T>``, a placeholder, an
+    autolink, a code span) stays as written."""
+    doc = parse(README_HTML, name="README.md")
+    assert [(titles, b.text, b.start, b.end) for titles, b in blocks(doc)] == [
+        ((), "Acme talks to the Acme API.", 1, 3),
+        (("Acme SDK",), "# Acme SDK", 6, 6),
+        (("Acme SDK",), "Press `Ctrl`+`C` to stop; see the usage guide.\nThen\nrun it again.", 9, 10),
+        (("Acme SDK", "Methods"), "## Methods", 12, 12),
+        (("Acme SDK", "Methods"), "- `client.webhooks.create(**params) -> Webhook`", 14, 15),
+        (("Acme SDK", "Methods"), "Advanced `retry` options", 17, 17),
+        (("Acme SDK", "Methods"), "Retries back off exponentially.", 19, 19),
+        (("Acme SDK", "Methods"),
+         "Plain text stays: a < b, Vec<T> in prose, `<b>` in code, ffmpeg -i <input>, <https://example.com>.", 23, 23),
+    ]
+    assert doc.dropped == 2  # the comment, the closing </details>
+
+
 def test_markdown_multimarkdown_meta_data_is_the_title_not_text() -> None:
     """MkDocs / Python-Markdown meta-data (unfenced ``key: value`` lines opening the file) names the
     document; a first paragraph that merely starts ``Note:`` stays prose."""

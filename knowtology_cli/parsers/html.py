@@ -11,7 +11,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import lxml.html
 
 from .base import COMPRESSED, Block, Document, Section, parser_version, refresh_of
-from .inline import code_span, flow, plain_spans, table_text
+from .inline import INLINE_CODE_TAGS, code_span, flow, plain_spans, table_text
 
 DROPPED_TAGS = frozenset({
     "script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "textarea",
@@ -86,8 +86,6 @@ _BLOCK_EDGES = re.compile("\n*(?:\u2029\n*)+")
 #: HTML's embedded content: standing between blocks, it fills one of its own.
 _EMBEDDED = frozenset({"audio", "canvas", "embed", "iframe", "img", "math", "object", "picture", "svg", "video"})
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-#: Inline elements that hold code (HTML's ``<code>``, ``<samp>``, ``<kbd>``; the old ``<tt>``).
-_INLINE_CODE = ("code", "tt", "samp", "kbd")
 _BLOCK_TAGS = frozenset({_REMOVED, "p", "pre", "ul", "ol", "dl", "table", "blockquote", "figure", "address", "hr",
                          "h1", "h2", "h3", "h4", "h5", "h6", "div", "section", "article", "main", "header",
                          "footer", "details", "summary", "figcaption", "center", "li", "dt", "dd", "body"})
@@ -303,8 +301,8 @@ def _mark_code(root: Any) -> None:
     """Write each inline code element (``<code>``, ``<tt>``, ``<samp>``, ``<kbd>``; not those in a
     ``<pre>``) as a Markdown code span, as Markdown and reST sources read: ``fopen()`` -> ```fopen()```.
     Its spaces stay outside the span; one holding a backtick or nothing is left as it is."""
-    for el in list(root.iter(*_INLINE_CODE)):
-        if any(_tag(up) in _INLINE_CODE or _tag(up) == "pre" for up in el.iterancestors()):
+    for el in list(root.iter(*INLINE_CODE_TAGS)):
+        if any(_tag(up) in INLINE_CODE_TAGS or _tag(up) == "pre" for up in el.iterancestors()):
             continue
         text = el.text_content()
         core = text.strip()

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+#: Inline HTML elements that hold code (``<code>``, ``<samp>``, ``<kbd>``; the old ``<tt>``): they
+#: read as Markdown code spans, in an HTML page and in HTML a Markdown page embeds.
+INLINE_CODE_TAGS = ("code", "tt", "samp", "kbd")
 
 
 #: Splits a line around its code spans (``re.split`` keeps each span as an odd-numbered part).

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import html
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .base import Block, Document, Section, parser_version, read_fragment
-from .inline import CODE_SPAN_SPLIT, FENCE_LINE, closes_fence, strip_tags
+from .inline import (
+    CODE_SPAN_SPLIT,
+    FENCE_LINE,
+    INLINE_CODE_TAGS,
+    closes_fence,
+    code_span,
+    flow,
+    plain_spans,
+    strip_tags,
+)
 from .myst import read_myst, uses_myst
 
 _COMMENT_ONLY = re.compile(r"\A(?:\s*<!--.*?-->)+\s*\Z", re.S)
@@ -80,6 +90,8 @@ def inline_text(token: Any, *, images: bool = True) -> str:
             parts.append(" ")
         elif child.type == "image" and images:
             parts.append(child.content)
+        elif child.type == "html_inline" and _is_element(child.content):  # `client.<a>create</a>`: one word
+            parts.append(" " if _breaks(child.content) else "")
         elif child.type == "html_inline":
             parts.append(strip_tags(child.content))
     return re.sub(r"\s+", " ", "".join(parts)).strip()
@@ -285,6 +297,202 @@ def _include_snippets(lines: list[str], path: Path, root: Path) -> tuple[list[st
     return [x for x, _ in read_in], [i + 1 for _, i in read_in], files, unread
 
 
+#: HTML's element names (the living standard's, and the obsolete ones READMEs still write:
+#: ``<center>``, ``<font>``, ``<tt>``). Only these make a tag, so ``Vec<T>`` and ``<pkg>`` stay words.
+HTML_ELEMENTS = frozenset({
+    "a", "abbr", "acronym", "address", "area", "article", "aside", "audio", "b", "bdi", "bdo", "big",
+    "blockquote", "body", "br", "button", "canvas", "caption", "center", "cite", "code", "col", "colgroup",
+    "data", "datalist", "dd", "del", "details", "dfn", "dialog", "div", "dl", "dt", "em", "embed", "fieldset",
+    "figcaption", "figure", "font", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header",
+    "hgroup", "hr", "html", "i", "iframe", "img", "input", "ins", "kbd", "label", "legend", "li", "link",
+    "main", "map", "mark", "math", "menu", "meta", "meter", "nav", "noscript", "object", "ol", "optgroup",
+    "option", "output", "p", "param", "picture", "pre", "progress", "q", "rp", "rt", "ruby", "s", "samp",
+    "script", "search", "section", "select", "slot", "small", "source", "span", "strike", "strong", "style",
+    "sub", "summary", "sup", "svg", "table", "tbody", "td", "template", "textarea", "tfoot", "th", "thead",
+    "time", "title", "tr", "track", "tt", "u", "ul", "var", "video", "wbr"})
+#: Elements without content. A bare one is a tag only when it takes no attribute (``<br>``); the
+#: others need one (``<img src=...>``), so ``ffmpeg -i <input> <output>`` keeps its placeholders.
+_VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+                        "source", "track", "wbr"})
+_BARE_VOID_TAGS = frozenset({"br", "hr", "wbr"})
+#: Tags that end a line where they stand (HTML's block elements, ``<br>``).
+_BREAKING_TAGS = frozenset({
+    "address", "article", "aside", "blockquote", "br", "caption", "center", "dd", "details", "dialog", "div",
+    "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
+    "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "tfoot",
+    "thead", "tr", "ul"})
+#: Elements whose content is no text of the page.
+_HIDDEN_TAGS = frozenset({"script", "style", "template", "svg", "noscript", "textarea"})
+_TAG_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
+#: Where a tag may start, outside what Markdown reads literally: a backslash escape, a code span's
+#: backtick run, or a ``<``.
+_TAG_SCAN = re.compile(r"\\.|`+|<", re.S)
+_TAG_OPEN = re.compile("<")  # in an HTML block every ``<`` may open one
+#: What a line's text continues under: its block-quote marks, a list item's indent.
+_LINE_PREFIX = re.compile(r"[ \t]*(?:>[ \t]?)*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?")
+_GAP, _BREAK = "\x1f", "\x1e"  # where a tag was taken out; where one ends the line
+
+
+@lru_cache(maxsize=1)
+def _html_tag() -> re.Pattern[str]:
+    from markdown_it.common.html_re import HTML_TAG_RE  # deferred: heavy
+
+    return HTML_TAG_RE
+
+
+def _html_tags(source: str, *, markdown: bool) -> list[tuple[int, int, str, str]]:
+    """The HTML tags of ``source`` as ``(start, end, name, kind)``, kind ``open``, ``close``, ``void``
+    or ``comment``, matched by CommonMark's raw-HTML grammar (markdown-it's own pattern). In Markdown
+    (``markdown``) a code span, a backslash escape or an autolink holds none, and an element needs a
+    known name (`HTML_ELEMENTS`) and, unless void, its closing tag: ``Vec<T>``, ``a < b``,
+    ``<https://x>`` and a lone ``<path>`` are text."""
+    pattern = _html_tag()
+    found: list[tuple[int, int, str, str]] = []
+    pos = 0
+    scan = _TAG_SCAN if markdown else _TAG_OPEN
+    while (mark := scan.search(source, pos)) is not None:
+        pos = mark.end()
+        if mark.group()[0] == "\\":
+            continue
+        if mark.group()[0] == "`":  # a code span runs to the next run of as many backticks; else the run is text
+            close = re.compile(f"(?<!`){mark.group()}(?!`)").search(source, pos)
+            pos = close.end() if close else pos
+            continue
+        tag = pattern.match(source, mark.start())
+        if tag is None:
+            continue
+        pos = tag.end()
+        text = tag.group()
+        if text.startswith("<!--"):
+            found.append((tag.start(), pos, "", "comment"))
+            continue
+        named = _TAG_NAME.match(text)
+        name = named.group(2).lower() if named else ""
+        if name not in HTML_ELEMENTS:
+            continue
+        if named and named.group(1):
+            kind = "close"
+        elif name in _VOID_TAGS or text.endswith("/>"):
+            if name not in _BARE_VOID_TAGS and not re.search(r"\s", text.rstrip("/> \t\n")):
+                continue  # ``<input>``: a placeholder; ``<img src=x>``: an image
+            kind = "void"
+        else:
+            kind = "open"
+        found.append((tag.start(), pos, name, kind))
+    if markdown:  # an element opens only where it closes: ``Option<b>`` alone is no bold
+        found = [t for i, t in enumerate(found)
+                 if t[3] != "open" or any(u[3] == "close" and u[2] == t[2] for u in found[i + 1:])]
+    return found
+
+
+def _closing(tags: list[tuple[int, int, str, str]], at: int) -> int | None:
+    """The index of the tag that closes the element ``tags[at]`` opens."""
+    depth = 0
+    for i in range(at, len(tags)):
+        if tags[i][2] == tags[at][2] and tags[i][3] in ("open", "close"):
+            depth += 1 if tags[i][3] == "open" else -1
+            if depth == 0:
+                return i
+    return None
+
+
+def _code_text(fragment: str, *, markdown: bool) -> str:
+    """The code an inline HTML code element shows: its text without tags; in Markdown with
+    escapes and entities read (``\\*\\*params`` is ``**params``), as CommonMark renders it."""
+    if markdown:
+        tokens = _inline_markdown().parseInline(fragment, {})
+        return inline_text(tokens[0], images=False) if tokens else ""
+    return flow(html.unescape(_html_tag().sub(lambda tag: " " if _breaks(tag.group()) else "", fragment)))
+
+
+def _is_element(tag: str) -> bool:
+    """Whether a raw HTML tag is a comment or names an element HTML knows (`HTML_ELEMENTS`)."""
+    name = _TAG_NAME.match(tag)
+    return tag.startswith("<!--") or name is not None and name.group(2).lower() in HTML_ELEMENTS
+
+
+def _breaks(tag: str) -> bool:
+    """Whether an HTML tag ends a line (`_BREAKING_TAGS`): elsewhere a tag joins the text around it."""
+    name = _TAG_NAME.match(tag)
+    return name is not None and name.group(2).lower() in _BREAKING_TAGS
+
+
+def read_embedded_html(source: str, *, markdown: bool = True, one_line: bool = False) -> str:
+    """``source`` with the HTML it embeds read as text, the rest untouched.
+
+    Tags go and their content stays (``<a href>text</a>`` reads ``text``, ``<sup>``, ``<span>``,
+    ``<details>`` likewise); a code element (``<code>``, ``<kbd>``, ``<tt>``, ``<samp>``) reads as a
+    code span of the text it shows; ``<img>`` and comments read as nothing, ``<script>`` and
+    ``<style>`` with their content; ``<br>`` and a block element's tags (``<p>``, ``<div>``,
+    ``<li>``) end the line where text goes on after them (in a table row or heading
+    (``one_line``) they part words). In Markdown (``markdown``) see `_html_tags` for what is no tag;
+    otherwise (an HTML block) entities are read too. A line left with nothing goes."""
+    tags = _html_tags(source, markdown=markdown)
+    if not tags:
+        return source
+    out: list[str] = []
+    pos = i = 0
+    while i < len(tags):
+        start, end, name, kind = tags[i]
+        out.append(source[pos:start])
+        pos = end
+        close = _closing(tags, i) if kind == "open" and (name in INLINE_CODE_TAGS or name in _HIDDEN_TAGS) else None
+        if close is not None:
+            code = "" if name in _HIDDEN_TAGS else _code_text(source[end:tags[close][0]], markdown=markdown)
+            out.append(code_span(code) if code else _GAP)
+            pos, i = tags[close][1], close + 1
+            continue
+        out.append(_BREAK if name in _BREAKING_TAGS and not one_line else _GAP)
+        out.append(" " if name in ("td", "th") or (one_line and name in _BREAKING_TAGS) else "")
+        i += 1
+    out.append(source[pos:])
+    text = "".join(out)
+    if not markdown:
+        text = html.unescape(text)
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if _GAP not in line and _BREAK not in line:
+            lines.append(line)
+            continue
+        marks = _LINE_PREFIX.match(line.replace(_GAP, "").replace(_BREAK, ""))
+        prefix = marks.group() if marks else ""
+        going_on = re.sub(r"[^>\s]", " ", prefix)  # "- item" goes on under "  ", "> text" under "> "
+        pieces = [_closed_up(p) for p in line.split(_BREAK)]
+        current = pieces[0]
+        for piece in pieces[1:]:
+            if current.strip() in ("", prefix.strip()):  # a break before any text breaks nothing
+                current = current.rstrip() + (" " if current.strip() else "") + piece.lstrip()
+            elif piece.strip():
+                lines.append(current)
+                current = going_on + piece.lstrip()
+        if current.strip() not in ("", prefix.strip()):
+            lines.append(current)
+    return "\n".join(lines).strip("\n")
+
+
+def _closed_up(text: str) -> str:
+    """``text`` without the marks of tags taken out: one space where the tag stood between spaced
+    words (``a <img> b``), none where it stood against a word (``client.<a>create``)."""
+    text = re.sub(f"(?<=\\S)[ \t]*{_GAP}+[ \t]*", lambda m: " " if m.group().strip(_GAP) else "", text)
+    return re.sub(f"{_GAP}+[ \t]*", "", text).rstrip()
+
+
+def _html_blocks(source: str) -> list[tuple[str, int, int, str, tuple[int, ...]]] | None:
+    """An HTML block of a Markdown page read as the HTML parser reads a page (headings, paragraphs,
+    lists, tables, code; furniture dropped), as ``(text, first line, last line, kind, lines)`` with
+    lines counted in ``source`` from 1; None when it holds no HTML element (`HTML_ELEMENTS`) or
+    comment. Without the optional lxml parser it is read by `read_embedded_html`, as one paragraph."""
+    if not _html_tags(source, markdown=False):
+        return None
+    try:
+        from .html import parse_html  # deferred: loads lxml, an optional extra
+    except ImportError:
+        text = read_embedded_html(source, markdown=False)
+        return [(text, 1, source.count("\n") + 1, "text", ())] if text.strip() else []
+    page = parse_html(source)
+    return [(b.text, b.start, b.end, b.kind, b.lines) for section in page.sections for b in section.blocks]
+
+
 def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root: Path | None = None) -> Document:
     """Sections of a Markdown document.
 
@@ -293,7 +501,9 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     exact. Headings — ATX or setext, never a ``#`` line inside a fence — open sections. MkDocs'
     admonitions and content tabs read as their title and text (`_unwrap_blocks`). Front matter,
     thematic breaks, link reference definitions and HTML comments carry no prose and are left out;
-    so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`).
+    so is an opening block of MultiMarkdown meta-data with a ``title`` (see `_meta_data`). Embedded
+    HTML reads as its text: inline tags by `read_embedded_html`, an HTML block as the HTML parser
+    reads a page (`_html_blocks`), its headings opening sections like Markdown's.
 
     MkDocs' snippet includes (``--8<-- "file.md"``) read the file into the page when ``path`` (this
     file) is given and the file lies inside ``root`` (default: this file's folder); see
@@ -331,6 +541,16 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
             sections.append(Section(titles, tuple(blocks)))
         blocks.clear()
 
+    def open_section(level: int, heading: str) -> None:
+        """Close the section so far and open one under ``heading`` at ``level`` (1-6)."""
+        nonlocal titles
+        close()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        if heading:
+            stack.append((level, heading))
+        titles = tuple(t for _, t in stack)
+
     def span(first: int, last: int) -> tuple[int, int]:
         """The 1-based first and last line in the file of token lines ``first:last``."""
         if where is None:
@@ -360,17 +580,37 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
             if _COMMENT_ONLY.match(source) or not strip_tags(source).strip():
                 dropped += 1
                 continue
+            parts = _html_blocks(source)
+            if parts is None:  # no element HTML knows (a line of `<placeholder>`s): Markdown text
+                blocks.append(Block(source, *span(first, last), kind))
+            elif not parts:
+                dropped += 1
+            for text, start, end, part, places in parts or ():
+                at, to = first + min(start, last - first) - 1, first + min(end, last - first)
+                if part == "heading":
+                    level = len(text) - len(text.lstrip("#"))
+                    top = min(top, level)
+                    open_section(level, plain_spans(text[level:].strip()))
+                lines_at = tuple(span(first + min(p, last - first) - 1, first + min(p, last - first))[0]
+                                 for p in places)
+                blocks.append(Block(text, *span(at, to), part, lines_at))
+            continue
+        emptied = False  # all its text was HTML that shows none (badges, a logo)
+        if "<" in source and kind != "code":
+            read = read_embedded_html(source, one_line=kind in ("heading", "table"))
+            emptied = read != source and not read.strip("# \t\n" if kind == "heading" else None)
+            source = read
+            if emptied:
+                dropped += 1
+                if kind != "heading":
+                    continue
         if kind == "heading":
             level = int(token.tag[1])
             top = min(top, level)
-            heading = heading_text(tokens[index + 1].content, env)
-            close()
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            if heading:
-                stack.append((level, heading))
-            titles = tuple(t for _, t in stack)
+            open_section(level, heading_text(tokens[index + 1].content, env))
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
+            if emptied:
+                continue
         if kind == "text" and _ABBREVIATIONS.match(source):
             dropped += 1
             continue
