@@ -666,6 +666,29 @@ def test_a_projects_extensionless_readme_and_news_are_read_as_text(tmp_path: Pat
     assert parsers.display_name("quokka-1.2/README") == "quokka-1.2 README"
 
 
+def test_outline_news_chunks_carry_their_release_as_section(tmp_path: Path) -> None:
+    """A GNU NEWS file is an Emacs outline: each chunk's section is the release its ``*`` line heads,
+    and a Debian note beside it (``README.Debian``) is read as text."""
+    root = tmp_path / "quokka-2.4"
+    root.mkdir()
+    (root / "NEWS").write_text(
+        "Quokka NEWS  -*- outline -*-\n\n* Noteworthy changes in release 2.4\n\n** Bug fixes\n\n"
+        "  The census no longer counts a quokka twice.\n\n* Noteworthy changes in release 2.3\n\n"
+        "  The census skips wallabies.\n")
+    (root / "README.Debian").write_text("Quokka for Debian\n\nThe maps live in /usr/share/quokka.\n")
+    store = tmp_path / "store"
+    report = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
+    assert not report["problems"] and not report["not_documents"], report
+    hits = json.loads(kt("grep", "wallabies", "--json", store=store).stdout)["hits"]
+    (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
+    assert chunk["section"] == "Noteworthy changes in release 2.3" and "-*-" not in chunk["text"]
+    hits = json.loads(kt("grep", "twice", "--json", store=store).stdout)["hits"]
+    (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
+    assert chunk["section"] == "Noteworthy changes in release 2.4 › Bug fixes"
+    assert [h["chunk_id"] for h in json.loads(kt("grep", "maps live", "--json", store=store).stdout)["hits"]] == [
+        "quokka-2.4/README.Debian#0"]
+
+
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:
     root = tmp_path / "adoc"
     root.mkdir()

@@ -12,7 +12,7 @@ from _doc_fixtures import PAPER_BODY, write_lines_pdf, write_paper_pdf, write_tw
 from knowtology_cli.builders.snippets import make_snippet
 from knowtology_cli.chunking import chunk_document
 from knowtology_cli.errors import ConfigError, InputError
-from knowtology_cli.parsers import detect_format, display_name, parse, parser_version
+from knowtology_cli.parsers import detect_format, display_name, parse, parser_version, plain_text_name
 
 MARKUP = re.compile(r":\w+:`|``|\.\. |\^\^\^|~~~|===|\|[a-z]+\||<[a-z/][^>]*>|\*\*|\]\(|^#", re.M)
 
@@ -782,6 +782,69 @@ def test_plain_text_heading_is_no_snippet_of_its_own_chunk() -> None:
     page = "tool(1)\n=======\n\nDESCRIPTION\n-----------\nSubtrees let a project hold another.\n"
     assert snippets(parse(page, name="tool.txt"), "tool.txt") == [
         "DESCRIPTION: Subtrees let a project hold another."]
+
+
+def test_outline_news_stars_open_nested_sections() -> None:
+    # GNU NEWS files are Emacs outlines: ``*`` lines are headings, nested by their stars; the mode
+    # line is markup, the title before it text. A starred entry that wraps stays text of its section.
+    news = ("Quokka NEWS                                  -*- outline -*-\n\n"
+            "* Noteworthy changes in release 2.4 (2026-03-01)\n\n** Bug fixes\n\n"
+            "  The census no longer counts a quokka twice.\n\n** New features\n\n"
+            "*** Island maps\n\n  quokka --map draws the island.\n\n"
+            "* Noteworthy changes in release 2.3 (2025-11-02)\n\n"
+            "** The census now skips wallabies and no longer\n   stops at a rock.\n")
+    doc = parse(news, name="NEWS")
+    assert [(s.titles, [(b.kind, b.start, b.end) for b in s.blocks]) for s in doc.sections] == [
+        ((), [("text", 1, 1)]),
+        (("Noteworthy changes in release 2.4 (2026-03-01)",), [("heading", 3, 3)]),
+        (("Noteworthy changes in release 2.4 (2026-03-01)", "Bug fixes"), [("heading", 5, 5), ("text", 7, 7)]),
+        (("Noteworthy changes in release 2.4 (2026-03-01)", "New features"), [("heading", 9, 9)]),
+        (("Noteworthy changes in release 2.4 (2026-03-01)", "New features", "Island maps"),
+         [("heading", 11, 11), ("text", 13, 13)]),
+        (("Noteworthy changes in release 2.3 (2025-11-02)",), [("heading", 15, 15), ("text", 17, 18)]),
+    ]
+    assert doc.sections[0].blocks[0].text == "Quokka NEWS"
+    assert doc.sections[4].blocks[0].text == "### Island maps"
+
+
+def test_outline_levels_rank_by_first_appearance() -> None:
+    # GDB's NEWS heads its versions ``***`` and their topics ``*`` under them, among starred entries
+    # that wrap or stand in a row (no mode line: most ``***`` lines read as headings)
+    news = ("\t\tWhat has changed in GDB?\n\n*** Changes in GDB 13\n\n"
+            "* MI version 1 is deprecated.\n\n* GDB now supports dumping memory\n  tag data.\n\n"
+            "* New commands\n\nmaintenance info frame-unwinders\n  List the frame unwinders.\n\n"
+            "*** Changes in GDB 12\n\n* DBX mode has been removed.\n")
+    assert [s.titles for s in parse(news, name="NEWS").sections] == [
+        (), ("Changes in GDB 13",), ("Changes in GDB 13", "New commands"), ("Changes in GDB 12",)]
+
+
+def test_plain_text_star_bullets_stay_text() -> None:
+    # ``* item`` lines of a list come in runs, or stand apart as siblings: no heading, however many
+    readme = ("Quokka\n======\n\nFeatures:\n\n* Counts quokkas\n* Draws island maps\n* Skips wallabies\n\n"
+              "Install it with make.\n\nLimits\n------\n\n* No boats\n\n* No night counts\n\n"
+              "Ask the rangers.\n\n* Tide tables wrap onto\n  a second line\n\nMore prose.\n")
+    doc = parse(readme, name="README")
+    assert [s.titles for s in doc.sections] == [("Quokka",), ("Quokka", "Limits")]
+    assert [b.text for _, b in blocks(doc) if b.kind == "heading"] == ["# Quokka", "## Limits"]
+    assert "* Skips wallabies" in doc.sections[0].blocks[2].text
+    # ... and in an outline, its headings stand alone above their text, its lists' items do not
+    outline = ("Quokka  -*- outline -*-\n\n* Features\n\nQuokka does three things:\n\n* Counts quokkas\n* Draws island maps\n"
+               "* Skips wallabies\n\n* Limits\n\nIt does not go:\n\n* No boats\n\n* No night counts\n\nAsk the rangers.\n")
+    doc = parse(outline, name="README")
+    assert [(s.titles, [b.kind for b in s.blocks]) for s in doc.sections] == [
+        ((), ["text"]), (("Features",), ["heading", "text", "text"]),
+        (("Limits",), ["heading", "text", "text", "text", "text"])]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("README.Debian", "text"), ("NEWS.Debian.gz", "text"), ("README.source", "text"),
+    ("README.Debian.amd64.gz", "text"), ("doc/README.md", "markdown"), ("README.html", "html"),
+    ("README.py", None), ("NEWS.yml", None), ("README.tar.gz", None), ("NEWS.bz2", None),
+    ("ChangeLog.Debian", None), ("README.", None),
+])
+def test_plain_text_names_with_a_suffix_that_is_no_format(name: str, expected: str | None) -> None:
+    assert detect_format(name) == expected
+    assert plain_text_name(name) is (expected == "text")
 
 
 @pytest.mark.parametrize(("name", "content_type", "head", "expected"), [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import mimetypes
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -115,12 +117,22 @@ _ADOC_LIKE_RST = frozenset({"attribute entry", "delimited block"})
 _ADOC_EVIDENCE = 2
 #: Names of the plain-text documents a source release carries without an extension for its users
 #: (the GNU coding standards' README, NEWS, INSTALL ... and their common kin): read as text, so a
-#: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too. A
+#: project's folder is indexed with its README. Compared without case; ``NEWS.gz`` counts too, and so
+#: does a name with a suffix that is no file format (``README.Debian``: `plain_text_name`). A
 #: ``ChangeLog`` is left out: the standards' log of every change for developers (git's is 3 MB of
 #: commit messages), which would outweigh the documentation in the map; NEWS says what users need.
 PLAIN_TEXT_NAMES = frozenset({"readme", "news", "install", "copying", "changes", "history", "authors",
                               "thanks", "todo", "bugs", "hacking", "contributing", "license", "notice",
                               "credits", "faq"})
+#: Suffixes of source code, configuration, patches, keys and packages that Python's table of media
+#: types (`_other_format`) does not know: ``README.rs`` or ``NEWS.yml`` is no plain-text note.
+_CODE_AND_DATA_SUFFIXES = frozenset({
+    "rs", "go", "java", "kt", "scala", "swift", "rb", "ts", "tsx", "jsx", "cc", "cpp", "cxx", "hh", "hpp",
+    "cs", "lua", "el", "lisp", "scm", "hs", "ml", "php", "r", "jl", "dart", "sql", "ps1", "vim", "m4",
+    "cmake", "mk", "yml", "yaml", "toml", "ini", "cfg", "conf", "proto", "po", "pot", "mo", "gmo",
+    "patch", "diff", "sig", "gpg", "pem", "key", "crt", "deb", "rpm", "jar", "whl", "so", "dll", "exe",
+    "bin", "dat", "db", "sqlite", "zst", "7z", "lz", "lzma", "jsonl", "ndjson", "ipynb", "svgz", "ico",
+})
 
 
 #: File names that say what a file is to its folder, not what it is about: such a file is named
@@ -190,11 +202,25 @@ def detect_format(name: str, *, content_type: str | None = None, head: bytes | N
 
 
 def plain_text_name(name: str) -> bool:
-    """Whether ``name`` (``README``, ``NEWS.gz``) is an extensionless plain-text document (`PLAIN_TEXT_NAMES`)."""
+    """Whether ``name`` is a plain-text document by its name (`PLAIN_TEXT_NAMES`): ``README``,
+    ``NEWS.gz``, and one with a suffix that is no file format (``README.Debian``, ``NEWS.Debian.gz``,
+    ``README.source``: a note for a platform or a reader) — `_other_format` says which suffixes are."""
     base = PurePosixPath(name.replace("\\", "/")).name.lower()
     if base.endswith(COMPRESSED):
         base = base[: -len(COMPRESSED)]
-    return base in PLAIN_TEXT_NAMES
+    stem, *suffixes = base.split(".")
+    return stem in PLAIN_TEXT_NAMES and not any(not suffix or _other_format(suffix) for suffix in suffixes)
+
+
+@functools.cache
+def _other_format(suffix: str) -> bool:
+    """Whether ``.suffix`` names a file format of its own: a document format read by its parser, one
+    Python's built-in table of media types knows (``.py``, ``.json``, ``.png``, ``.tar``, ``.bz2``; not
+    the machine's own table, so the answer is the same everywhere), or `_CODE_AND_DATA_SUFFIXES`."""
+    if f".{suffix}" in _EXTENSIONS or suffix in _CODE_AND_DATA_SUFFIXES:
+        return True
+    kind, encoding = mimetypes.MimeTypes().guess_type(f"x.{suffix}", strict=False)
+    return kind is not None or encoding is not None
 
 
 def _looks_like_rst(head: bytes) -> bool:
