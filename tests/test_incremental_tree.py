@@ -346,3 +346,32 @@ def test_a_name_that_says_a_part_gone_is_stale_however_small_the_part(tmp_path: 
     assert "Tides & Burrows" not in {n.name for n in kb.tree.nodes("default")}, report.notes
     assert any("renamed 1" in note for note in report.notes), report.notes
     kb.close()
+
+
+def test_a_refresh_names_the_changed_nodes_as_a_full_naming_does_embedding_less(tmp_path: Path) -> None:
+    """The incremental refresh keeps only the changed nodes' names and descriptions, so only their
+    sibling groups' descriptions are chosen by routing: the same names and descriptions there as a
+    naming of the whole tree, for a fraction of the texts embedded."""
+    from knowtology_cli.builders.cluster import name_tree
+    from knowtology_cli.builders.runner import _load_items, query_embedder
+
+    kb = KnowledgeBase.open(tmp_path / "store")
+    kb.ingest([str(SAMPLE)], embedder="hash")
+    kb.build(builder="cluster")
+    items, matrix = _load_items(kb, "default")
+    leaf_of = {m.chunk_id: m.path for m in kb.tree.mappings("default")}
+    leaves = [leaf_of[it.chunk_id] for it in items]
+    embed, embedded = query_embedder(kb, "default"), []
+
+    def counted(texts: list[str]) -> np.ndarray:
+        embedded.append(len(texts))
+        return embed(texts)
+
+    full = name_tree(items, matrix, leaves, embed_names=counted)
+    everything, embedded[:] = sum(embedded), []
+    deepest = max(leaves, key=lambda p: (p.count("/"), p))
+    wanted = ["/".join(deepest.split("/")[:i]) for i in range(1, deepest.count("/") + 2)]
+    part = name_tree(items, matrix, leaves, embed_names=counted, wanted=wanted)
+    assert {p: part[p] for p in wanted} == {p: full[p] for p in wanted}
+    assert 0 < sum(embedded) < everything, (sum(embedded), everything)
+    kb.close()

@@ -6,7 +6,7 @@ Used when no LLM is configured; numpy only, deterministic; thresholds live in :c
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -424,12 +424,16 @@ def name_tree(
     doc_weight: float | None = None,
     params: TreeParams = DEFAULT_PARAMS,
     embed_names: EmbedTexts | None = None,
+    wanted: Collection[str] | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Offline names for a tree whose shape is given: ``leaf_of[i]`` is item ``i``'s leaf path.
 
     Returns ``{given path: (name, description)}`` for every node (each path prefix). The shape is
     kept as it is; only names and descriptions are (re)computed from the members, as a full build
-    would name them (``embed_names`` as in :func:`build_cluster_tree`). Incremental builds use it to refresh nodes whose membership changed.
+    would name them (``embed_names`` as in :func:`build_cluster_tree`). Incremental builds use it to
+    refresh nodes whose membership changed: with ``wanted`` (given paths), only those nodes' names and
+    descriptions are as a full build gives them (their sibling groups' descriptions are chosen by
+    routing); the others' descriptions are the full ones, which need no embedding.
     """
     n = len(items)
     matrix = np.asarray(vectors, dtype=np.float32)
@@ -458,7 +462,9 @@ def name_tree(
         node.children.sort(key=lambda c: (-len(c.members), int(c.members[0])))
 
     grow(root, "", root.members)
-    name_nodes(root, index, items, x, doc_of, params, vectors=matrix, embed=embed_names)
+    keep = None if wanted is None else frozenset(wanted)
+    name_nodes(root, index, items, x, doc_of, params, vectors=matrix, embed=embed_names,
+               wanted=None if keep is None else (lambda node: given.get(id(node)) in keep))
     out: dict[str, tuple[str, str]] = {}
 
     def collect(node: Node) -> None:

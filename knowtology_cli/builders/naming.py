@@ -75,8 +75,11 @@ class Namer:
 
     def __init__(self, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
                  params: TreeParams = DEFAULT_PARAMS, *, vectors: np.ndarray | None = None,
-                 embed: EmbedTexts | None = None) -> None:
+                 embed: EmbedTexts | None = None, wanted: Callable[[Node], bool] | None = None) -> None:
         self.index, self.items, self.x, self.doc_of, self.params = index, items, x, doc_of, params
+        # Nodes whose description the caller keeps (all when None): only their sibling groups are
+        # worth choosing descriptions for by routing; the others get the full one, which costs nothing.
+        self.wanted = wanted
         # The chunks' own embeddings and the embedder, to choose descriptions by routing (optional).
         self.vectors = None if vectors is None or embed is None else _normalise(np.asarray(vectors, np.float32))
         self.embed = embed
@@ -313,7 +316,8 @@ class Namer:
     def _describe(self, node: Node) -> None:
         p = self.params
         if (self.vectors is not None and len(node.children) > 1 and node.level < p.routed_description_levels
-                and len(node.members) >= p.routed_min_chunks * len(node.children)):
+                and len(node.members) >= p.routed_min_chunks * len(node.children)
+                and (self.wanted is None or any(self.wanted(c) for c in node.children))):
             self._describe_by_routing(node)
         else:
             for child in node.children:
@@ -518,7 +522,7 @@ def _set_paths(node: Node) -> None:
 
 def name_nodes(root: Node, index: TermIndex, items: Sequence[NamedItem], x: np.ndarray, doc_of: np.ndarray,
                params: TreeParams = DEFAULT_PARAMS, *, vectors: np.ndarray | None = None,
-               embed: EmbedTexts | None = None) -> None:
+               embed: EmbedTexts | None = None, wanted: Callable[[Node], bool] | None = None) -> None:
     """Name and describe every node under ``root`` (its structure fixed) and set the paths.
 
     The children of each node are named together, largest first, from the terms of :mod:`.terms`.
@@ -536,4 +540,4 @@ def name_nodes(root: Node, index: TermIndex, items: Sequence[NamedItem], x: np.n
     parts: the combination under which the embedder sends most member chunks to their own node
     rather than a sibling. Every threshold is in :class:`.params.TreeParams`.
     """
-    Namer(index, items, x, doc_of, params, vectors=vectors, embed=embed).name(root)
+    Namer(index, items, x, doc_of, params, vectors=vectors, embed=embed, wanted=wanted).name(root)

@@ -399,7 +399,7 @@ def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] |
     if not rows:
         return []
     names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows],
-                      embed_names=query_embedder(stores, collection))
+                      embed_names=query_embedder(stores, collection), wanted=[n.path for n in touched])
     stale = {n.path for n in touched if is_stale(n, params)}
     siblings: dict[int | None, set[str]] = {}
     for n in nodes:
