@@ -22,11 +22,12 @@ __all__ = [
     "DEFAULT_MAX_LEAF",
     "DEFAULT_MIN_LEAF",
     "ClusterItem",
+    "Prepared",
     "assign_to_leaves",
     "build_cluster_tree",
-    "cluster_features",
     "leaf_centroids",
     "name_tree",
+    "prepare",
     "spherical_kmeans",
 ]
 
@@ -425,6 +426,7 @@ def name_tree(
     params: TreeParams = DEFAULT_PARAMS,
     embed_names: EmbedTexts | None = None,
     wanted: Collection[str] | None = None,
+    prepared: Prepared | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Offline names for a tree whose shape is given: ``leaf_of[i]`` is item ``i``'s leaf path.
 
@@ -433,7 +435,8 @@ def name_tree(
     would name them (``embed_names`` as in :func:`build_cluster_tree`). Incremental builds use it to
     refresh nodes whose membership changed: with ``wanted`` (given paths), only those nodes' names and
     descriptions are as a full build gives them (their sibling groups' descriptions are chosen by
-    routing); the others' descriptions are the full ones, which need no embedding.
+    routing); the others' descriptions are the full ones, which need no embedding. ``prepared`` is
+    :func:`prepare` of the same items, when the caller has it.
     """
     n = len(items)
     matrix = np.asarray(vectors, dtype=np.float32)
@@ -441,7 +444,10 @@ def name_tree(
         raise BuildError(f"name_tree got {n} items, {len(leaf_of)} leaf paths and vectors of shape {matrix.shape}")
     if n == 0:
         return {}
-    index, x, doc_of = _prepare(items, matrix, text_weight, doc_weight, seed, params)
+    if prepared is not None and prepared.x.shape[0] != n:
+        raise BuildError(f"name_tree got {n} items but features prepared for {prepared.x.shape[0]}")
+    index, x, doc_of = (prepared.index, prepared.x, prepared.doc_of) if prepared is not None else _prepare(
+        items, matrix, text_weight, doc_weight, seed, params)
     root = Node(members=np.arange(n), level=0)
     given: dict[int, str] = {}  # id(node) -> the path it was given
 
@@ -476,17 +482,29 @@ def name_tree(
     return out
 
 
-def cluster_features(
+@dataclass(frozen=True)
+class Prepared:
+    """What clustering and naming read from a collection's items (:func:`prepare`): the term index,
+    the clustering features (one unit row per item) and each item's document code."""
+
+    index: TermIndex
+    x: np.ndarray
+    doc_of: np.ndarray
+
+
+def prepare(
     items: Sequence[ClusterItem], vectors: np.ndarray, *, seed: int = 0, text_weight: float | None = None,
     doc_weight: float | None = None, params: TreeParams = DEFAULT_PARAMS,
-) -> np.ndarray:
-    """The space :func:`build_cluster_tree` splits in (embedding + LSA text + document pull), one
-    unit row per item, with the same defaults. Incremental builds place new chunks in it, so they
-    land where a rebuild would put them."""
+) -> Prepared:
+    """The term index and the space :func:`build_cluster_tree` splits in (embedding + LSA text +
+    document pull), with the same defaults. Incremental builds place new chunks in that space, so they
+    land where a rebuild would put them, and name the tree from the same index (``name_tree(prepared=)``)
+    instead of building it twice."""
     matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[0] != len(items):
-        raise BuildError(f"cluster_features got {len(items)} items but vectors of shape {matrix.shape}")
-    return _prepare(items, matrix, text_weight, doc_weight, seed, params)[1]
+        raise BuildError(f"prepare got {len(items)} items but vectors of shape {matrix.shape}")
+    return Prepared(*_prepare(items, matrix, text_weight, doc_weight, seed, params))
+
 
 
 def leaf_centroids(paths: Sequence[str], vectors: np.ndarray) -> dict[str, np.ndarray]:

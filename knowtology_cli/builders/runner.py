@@ -15,6 +15,7 @@ from ..provenance import provenance
 
 if TYPE_CHECKING:
     from ..stores.base import TreeState
+    from .cluster import Prepared
     from .context import BuildStores
 
 
@@ -340,7 +341,7 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
             progress: Callable[[str, int, int], None], message: Callable[[str], None]) -> list[str]:
     """Place new and changed chunks top-down, drop removed ones, then refresh what changed (offline);
     cluster everything anew when the new chunks outnumber those the tree keeps."""
-    from .cluster import cluster_features  # deferred: keeps kt status fast
+    from .cluster import prepare  # deferred: keeps kt status fast
     from .snippets import make_snippet  # deferred: keeps kt status fast
 
     notes = []
@@ -355,7 +356,8 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
         why = "no chunk of the old tree was left" if not kept else \
             f"{len(pending)} new or changed chunks outnumber the {len(kept)} the tree held"
         return [f"clustered {len(hashes)} chunks ({why})", *shape]
-    features = cluster_features(items, matrix) if items else matrix
+    prepared = prepare(items, matrix) if items else None
+    features = prepared.x if prepared is not None else matrix
     names_before = node_names(stores, collection)
     if pending:
         message(f"placing {len(pending)} chunks…")
@@ -371,12 +373,13 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
     # a leaf whose members all changed (placed anew) or went is gone: fold a parent left with one child
     collapse_single_children(stores, collection)
     mark_named_after_gone(stores, collection, names_before)
-    notes.extend(refresh_offline(stores, collection, items, matrix))
+    notes.extend(refresh_offline(stores, collection, items, matrix, prepared=prepared))
     return notes
 
 
 def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] | None = None,
-                    vectors: np.ndarray | None = None, params: FreshnessParams = FRESHNESS) -> list[str]:
+                    vectors: np.ndarray | None = None, params: FreshnessParams = FRESHNESS,
+                    prepared: Prepared | None = None) -> list[str]:
     """Rename and re-describe stale nodes from their members, and re-describe every other node whose
     members changed, with the names a full build would give the same tree shape. Returns notes.
 
@@ -398,8 +401,10 @@ def refresh_offline(stores: BuildStores, collection: str, items: Sequence[Any] |
     rows = [i for i, item in enumerate(items) if item.chunk_id in leaf_of]
     if not rows:
         return []
+    # every chunk is mapped after a placement: the caller's term index and features are these rows'
     names = name_tree([items[i] for i in rows], vectors[rows], [leaf_of[items[i].chunk_id] for i in rows],
-                      embed_names=query_embedder(stores, collection), wanted=[n.path for n in touched])
+                      embed_names=query_embedder(stores, collection), wanted=[n.path for n in touched],
+                      prepared=prepared if len(rows) == len(items) else None)
     stale = {n.path for n in touched if is_stale(n, params)}
     siblings: dict[int | None, set[str]] = {}
     for n in nodes:
