@@ -59,6 +59,34 @@ class Section:
     blocks: tuple[Block, ...]
 
 
+class SectionTrail:
+    """Sections as a parser meets headings in reading order: blocks go to the open section; a heading
+    at ``level`` closes the open ones at that level or deeper, opens its own and is its first block,
+    written as ``## Title`` (as Markdown writes one) so chunk text and snippets know it for one."""
+
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+        self.blocks: list[Block] = []
+        self.titles: tuple[str, ...] = ()
+        self._stack: list[tuple[int, str]] = []
+
+    def open(self, level: int, title: str, start: int, end: int) -> None:
+        """Open the section of the heading ``title`` at ``level``, found at ``start``-``end``."""
+        self.close()
+        while self._stack and self._stack[-1][0] >= level:
+            self._stack.pop()
+        self._stack.append((level, title))
+        self.titles = tuple(t for _, t in self._stack)
+        self.blocks.append(Block("#" * min(len(self.titles), 6) + " " + title, start, end, "heading"))
+
+    def close(self) -> tuple[Section, ...]:
+        """End the open section; every section so far."""
+        if self.blocks:
+            self.sections.append(Section(self.titles, tuple(self.blocks)))
+            self.blocks = []
+        return tuple(self.sections)
+
+
 @dataclass(frozen=True)
 class Document:
     """A parsed document.

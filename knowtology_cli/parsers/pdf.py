@@ -12,7 +12,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ..errors import InputError
-from .base import Block, Document, Section, parser_version
+from .base import Block, Document, SectionTrail, parser_version
 from .inline import flow
 
 #: Line spacing (in font heights) above this multiple of the document's usual spacing starts a paragraph.
@@ -379,21 +379,10 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
     # right under it: a title page sets authors and affiliations in large or bold type too.
     prose = bool(outline)
     entries = sorted(outline, key=lambda e: e[2])
-    stack: list[tuple[int, str]] = []
-    sections: list[Section] = []
-    blocks: list[Block] = []
-    titles: tuple[str, ...] = ()
+    trail = SectionTrail()
 
     def open_section(level: int, heading: str, page_no: int) -> None:
-        nonlocal titles, blocks
-        if blocks:
-            sections.append(Section(titles, tuple(blocks)))
-        blocks = []
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, heading))
-        titles = tuple(t for _, t in stack)
-        blocks.append(Block("#" * min(len(titles), 6) + " " + heading, page_no, page_no, "heading"))
+        trail.open(level, heading, page_no, page_no)
 
     for index, lines in enumerate(pages):
         page_no = index + 1
@@ -427,18 +416,16 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
             for at, paragraph in enumerate(paragraphs):
                 text = _text(paragraph)
                 # before the outline's first entry lie a title page and contents, not sections
-                rank = _font_heading(paragraph, styles) if text and (stack or not outline) else None
-                if rank is not None and not prose and stack and not (
+                rank = _font_heading(paragraph, styles) if text and (trail.titles or not outline) else None
+                if rank is not None and not prose and trail.titles and not (
                         at + 1 < len(paragraphs) and _prose(paragraphs[at + 1], styles)):
                     rank = None  # a title page's author, affiliation or date line: no prose under it
                 if rank is not None:
                     open_section(below + rank, " ".join(text.split()), page_no)
                 elif text:
-                    blocks.append(Block(text, page_no, page_no))
+                    trail.blocks.append(Block(text, page_no, page_no))
                     prose = prose or _prose(paragraph, styles)
         for level, heading in opens.get(len(kept), []):
             open_section(level, heading, page_no)
-    if blocks:
-        sections.append(Section(titles, tuple(blocks)))
-    return Document(format="pdf", unit="page", sections=tuple(sections), title=title,
+    return Document(format="pdf", unit="page", sections=trail.close(), title=title,
                     parser=parser_version("pdf"), dropped=dropped)

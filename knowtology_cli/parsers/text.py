@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Block, Document, Section, parser_version
+from .base import Block, Document, SectionTrail, parser_version
 
 _ADORNMENT = re.compile(r"^([=\-~^\"'`:#*+_<>])\1{2,}[ \t]*$")
 #: An outline-mode heading: one to six stars (Emacs's outline levels; Markdown's six), a space, a title.
@@ -101,32 +101,19 @@ def parse_text(text: str, *, name: str = "") -> Document:
     if lines and _MODE_LINE.search(lines[0]):
         lines[0] = _MODE_LINE.sub(" ", lines[0]).strip()
     styles: dict[tuple[str, bool], int] = {}
-    stack: list[tuple[int, str]] = []
-    sections: list[Section] = []
-    titles: tuple[str, ...] = ()
-    blocks: list[Block] = []
+    trail = SectionTrail()
     paragraph: list[int] = []
     dropped = 0
 
     def flush() -> None:
         if paragraph:
             body = "\n".join(lines[paragraph[0] : paragraph[-1] + 1]).strip("\n")
-            blocks.append(Block(body, paragraph[0] + 1, paragraph[-1] + 1))
+            trail.blocks.append(Block(body, paragraph[0] + 1, paragraph[-1] + 1))
             paragraph.clear()
 
     def open_section(level: int, title: str, first: int, last: int) -> None:
-        nonlocal blocks, titles
         flush()
-        if blocks:
-            sections.append(Section(titles, tuple(blocks)))
-            blocks = []
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-        titles = tuple(t for _, t in stack)
-        # written as the other parsers write a heading (``## Title``), so that chunk text and
-        # snippets know it for one rather than as the first line of what it heads
-        blocks.append(Block("#" * min(len(titles), 6) + " " + title, first + 1, last + 1, "heading"))
+        trail.open(level, title, first + 1, last + 1)
 
     index = 0
     while index < len(lines):
@@ -155,7 +142,5 @@ def parse_text(text: str, *, name: str = "") -> Document:
             paragraph.append(index)
         index += 1
     flush()
-    if blocks:
-        sections.append(Section(titles, tuple(blocks)))
-    return Document(format="text", unit="line", sections=tuple(sections), parser=parser_version("text"),
+    return Document(format="text", unit="line", sections=trail.close(), parser=parser_version("text"),
                     dropped=dropped)
