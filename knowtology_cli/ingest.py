@@ -432,7 +432,7 @@ def document_files(root: Path) -> Iterator[Path]:
 
 def _nothing_found(path: Path, batch: InputBatch) -> str:
     """The problem line of a folder without documents; it names the hidden folders that hold some."""
-    hidden = [h for h in batch.hidden_folders if Path(h).parent == path or path in Path(h).parents]
+    hidden = [h for h in batch.hidden_folders if path in Path(h).parents]
     holding = {h: n for h in hidden if (n := sum(1 for _ in _walk(Path(h), InputBatch())))}
     if not holding:
         return f"{path}: no {DOC_KINDS} or .jsonl files found — point at documents or chunk files"

@@ -506,7 +506,6 @@ def prepare(
     return Prepared(*_prepare(items, matrix, text_weight, doc_weight, seed, params))
 
 
-
 def leaf_centroids(paths: Sequence[str], vectors: np.ndarray) -> dict[str, np.ndarray]:
     """Unit mean vector of each leaf, from the leaf path of every row of ``vectors``.
 

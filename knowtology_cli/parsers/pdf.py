@@ -318,9 +318,9 @@ def _text(paragraph: list[_Line]) -> str:
     return "\n".join(line.text for line in paragraph if line.text).strip()
 
 
-def _prose(paragraph: list[_Line], styles: dict[tuple[float, bool], int]) -> bool:
-    """Whether a paragraph is running text: longer than a heading may be, and no heading."""
-    return len(_text(paragraph).split()) > HEADING_WORDS and _font_heading(paragraph, styles) is None
+def _prose(paragraph: list[_Line]) -> bool:
+    """Whether a paragraph is running text: longer than a heading may be (so no heading either)."""
+    return len(_text(paragraph).split()) > HEADING_WORDS
 
 
 def _norm(text: str) -> str:
@@ -418,13 +418,13 @@ def parse_pdf(data: bytes, *, name: str = "") -> Document:
                 # before the outline's first entry lie a title page and contents, not sections
                 rank = _font_heading(paragraph, styles) if text and (trail.titles or not outline) else None
                 if rank is not None and not prose and trail.titles and not (
-                        at + 1 < len(paragraphs) and _prose(paragraphs[at + 1], styles)):
+                        at + 1 < len(paragraphs) and _prose(paragraphs[at + 1])):
                     rank = None  # a title page's author, affiliation or date line: no prose under it
                 if rank is not None:
                     open_section(below + rank, " ".join(text.split()), page_no)
                 elif text:
                     trail.blocks.append(Block(text, page_no, page_no))
-                    prose = prose or _prose(paragraph, styles)
+                    prose = prose or _prose(paragraph)
         for level, heading in opens.get(len(kept), []):
             open_section(level, heading, page_no)
     return Document(format="pdf", unit="page", sections=trail.close(), title=title,
