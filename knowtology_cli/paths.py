@@ -4,6 +4,7 @@ brackets, and "did you mean" from real paths and ids."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from .errors import NotFoundError
@@ -138,6 +139,8 @@ def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -
     if doc in chunks:
         return f"{doc!r} has chunks #{min(chunks[doc])} to #{max(chunks[doc])}"
     key, ranked = doc.casefold(), []
+    parts = key.split("/")
+    named = Counter(real.casefold().rsplit("/", 1)[-1] for real in chunks)
     for real in chunks:
         real_key = real.casefold()
         if real_key == key:
@@ -146,9 +149,20 @@ def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -
             ranked.append(((1, len(real)), real))
         elif (edits := _typo_of(key, real_key)) is not None:
             ranked.append(((2, edits), real))
+        elif (same := _same_ending(parts, real_key.split("/"))) > 1 or same and named[parts[-1]] == 1:
+            # a file moved to another folder or source: its name (and more of its path) the same
+            ranked.append(((3, -same), real))
     docs = [real for _, real in sorted(ranked)][:limit]
     return _did_you_mean([f"{real}#{index}" if index in chunks[real] else
                           f"{real}#{min(chunks[real])}" for real in docs])
+
+
+def _same_ending(wanted: Sequence[str], real: Sequence[str]) -> int:
+    """How many last components two split paths share."""
+    n = 0
+    while n < min(len(wanted), len(real)) and wanted[-1 - n] == real[-1 - n]:
+        n += 1
+    return n
 
 
 def _did_you_mean(candidates: Sequence[str]) -> str | None:

@@ -152,6 +152,16 @@ def test_unknown_ids_hint_real_ids_near_them() -> None:
     assert suggest_ids("zzz", IDS) is None
 
 
+def test_an_id_of_a_moved_file_hints_the_file_where_it_is_now() -> None:
+    from knowtology_cli.paths import suggest_ids
+
+    assert suggest_ids("docs/old/install.md#2", IDS) == "did you mean 'docs/guide/install.md#2'?"
+    assert suggest_ids("handbook/guide/usage.md#1", IDS) == "did you mean 'docs/guide/usage.md#1'?"  # another source
+    shared = [f"{folder}/{name}#0" for folder in ("a", "b") for name in ("README.md", "notes.md")]
+    assert suggest_ids("other/README.md#0", shared) is None  # a name many folders use says nothing
+    assert suggest_ids("other/x/notes.md#0", [*shared, "z/x/notes.md#0"]) == "did you mean 'z/x/notes.md#0'?"
+
+
 def test_read_and_browse_forgive_through_the_kt_executable(sample_store: Path, tmp_path: Path) -> None:
     import json
     import os
