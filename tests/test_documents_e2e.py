@@ -675,7 +675,8 @@ def test_outline_news_chunks_carry_their_release_as_section(tmp_path: Path) -> N
         "Quokka NEWS  -*- outline -*-\n\n* Noteworthy changes in release 2.4\n\n** Bug fixes\n\n"
         "  The census no longer counts a quokka twice.\n\n* Noteworthy changes in release 2.3\n\n"
         "  The census skips wallabies.\n")
-    (root / "README.Debian").write_text("Quokka for Debian\n\nThe maps live in /usr/share/quokka.\n")
+    (root / "README.Debian").write_text("Quokka for Debian\n\nThe maps live in /usr/share/quokka.\n\n"
+                                        "Local Variables:\nfill-column: 72\nEnd:\n")
     store = tmp_path / "store"
     report = json.loads(kt("ingest", str(root), "--embedder", "hash", "--json", store=store).stdout)
     assert not report["problems"] and not report["not_documents"], report
@@ -687,6 +688,7 @@ def test_outline_news_chunks_carry_their_release_as_section(tmp_path: Path) -> N
     assert chunk["section"] == "Noteworthy changes in release 2.4 › Bug fixes"
     assert [h["chunk_id"] for h in json.loads(kt("grep", "maps live", "--json", store=store).stdout)["hits"]] == [
         "quokka-2.4/README.Debian#0"]
+    assert not json.loads(kt("grep", "fill-column", "--json", store=store).stdout)["hits"]  # editor settings
 
 
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:

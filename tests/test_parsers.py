@@ -807,6 +807,24 @@ def test_outline_news_stars_open_nested_sections() -> None:
     assert doc.sections[4].blocks[0].text == "### Island maps"
 
 
+def test_emacs_file_variables_are_no_text() -> None:
+    # a mode line of any mode, and a Local Variables list at the end, prefixed or not, are editor settings
+    news = ("GNU quokka NEWS    -*-indented-text-*-\n\nVersion 2.4 counts twice as fast.\n\n"
+            "Copying is permitted.\n\n----------------\nLocal variables:\nversion-control: never\n"
+            "fill-column: 72\nEnd:\n")
+    doc = parse(news, name="NEWS")
+    assert [(b.text, b.start) for _, b in blocks(doc)] == [
+        ("GNU quokka NEWS", 1), ("Version 2.4 counts twice as fast.", 3), ("Copying is permitted.", 5)]
+    readme = "#!/bin/sh\n# -*- coding: utf-8 -*-\nRun it.\n\n# Local Variables:\n# mode:org\n# End:\n"
+    assert [b.text for _, b in blocks(parse(readme, name="README"))] == ["#!/bin/sh", "Run it."]
+    # not a list: a line without the prefix inside it, no End:, or too far from the end
+    kept = "Notes.\n\n# Local Variables:\nmode: org\n# End:\n"
+    assert "Local Variables" in blocks(parse(kept, name="README"))[-1][1].text
+    assert "Local Variables" in blocks(parse("Notes.\n\nLocal Variables:\nmode: text\n", name="README"))[-1][1].text
+    far = "Local Variables:\nmode: text\nEnd:\n\n" + "A long paragraph of text. " * 200
+    assert "Local Variables" in blocks(parse(far, name="README"))[0][1].text
+
+
 def test_outline_levels_rank_by_first_appearance() -> None:
     # GDB's NEWS heads its versions ``***`` and their topics ``*`` under them, among starred entries
     # that wrap or stand in a row (no mode line: most ``***`` lines read as headings)

@@ -17,6 +17,12 @@ _MODE_LINE = re.compile(r"[ \t]*-\*-(?:[ \t]*outline[ \t]*|[^\n]*?\bmode:[ \t]*o
 #: (``mode: outline``), as GNU tar's NEWS ends.
 _LOCAL_MODE = re.compile(r"^.*Local Variables:.*\n(?:.*\n)*?.*\bmode: *outline\b", re.I | re.M)
 _LOCAL_VARIABLES_TAIL = 3000
+#: Any mode line (``-*-text-*-``, ``-*- coding: utf-8 -*-``) on a file's first line (its second after
+#: ``#!``): settings for an editor, not text.
+_ANY_MODE_LINE = re.compile(r"[ \t]*-\*-[^\n]*?-\*-[ \t]*")
+#: The first line of a ``Local Variables:`` list; each line of the list, up to ``End:``, repeats
+#: the prefix (and suffix) written around it here (``# Local Variables:`` ... ``# End:``).
+_LOCAL_START = re.compile(r"^(.*?)Local Variables:[ \t]*(.*?)[ \t]*$", re.I)
 #: A file that does not say it is an outline is one when more than this share of the lines of one
 #: number of stars read as headings (`_heads_a_body`): an outline's headings stand alone above their
 #: text, while the items of a ``* `` list touch each other or wrap. More than half: the file's own
@@ -87,6 +93,33 @@ def outline_headings(lines: list[str]) -> dict[int, int]:
     return headings if ruled and len(headings) >= _MIN_OUTLINE_HEADINGS else {}
 
 
+def _drop_file_variables(lines: list[str]) -> None:
+    """Blank Emacs's file variables in place (line numbers stay): the mode line and a ``Local
+    Variables:`` list that starts in the last `_LOCAL_VARIABLES_TAIL` characters and ends with
+    ``End:``, every line of it between the same prefix and suffix (Emacs's rule)."""
+    first = 1 if len(lines) > 1 and lines[0].startswith("#!") else 0
+    if lines and _ANY_MODE_LINE.search(lines[first]):
+        rest = _ANY_MODE_LINE.sub(" ", lines[first]).strip()
+        lines[first] = rest if any(ch.isalnum() for ch in rest) else ""  # a comment's ``#`` alone goes
+    tail = 0
+    for start in range(len(lines) - 1, -1, -1):
+        tail += len(lines[start]) + 1
+        if tail > _LOCAL_VARIABLES_TAIL:
+            return
+        if match := _LOCAL_START.match(lines[start]):
+            break
+    else:
+        return
+    prefix, suffix = match.group(1).strip(), match.group(2).strip()
+    for end in range(start + 1, len(lines)):
+        inner = lines[end].strip()
+        if not (inner.startswith(prefix) and inner.endswith(suffix)):
+            return
+        if inner[len(prefix):len(inner) - len(suffix)].strip().lower().startswith("end:"):
+            lines[start:end + 1] = [""] * (end + 1 - start)
+            return
+
+
 def parse_text(text: str, *, name: str = "") -> Document:
     """Sections of a plain-text document.
 
@@ -98,8 +131,7 @@ def parse_text(text: str, *, name: str = "") -> Document:
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     outline = outline_headings(lines)
-    if lines and _MODE_LINE.search(lines[0]):
-        lines[0] = _MODE_LINE.sub(" ", lines[0]).strip()
+    _drop_file_variables(lines)
     styles: dict[tuple[str, bool], int] = {}
     trail = SectionTrail()
     paragraph: list[int] = []
