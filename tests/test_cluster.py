@@ -331,6 +331,29 @@ def test_terms_share_stems_and_keep_identifiers_and_acronyms_as_written() -> Non
     assert join_names(["Comets", "Ovens", "Routers"]) == "Comets, Ovens & Routers"
 
 
+@pytest.mark.parametrize("block", [1, 3, 7, 1 << 20])
+def test_lsa_products_in_blocks_equal_the_dense_products(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TF-IDF products run in blocks of whole rows (or columns): the sums are exactly those of one
+    pass, including a column longer than a block and empty rows and columns."""
+    import knowtology_cli.builders.terms as terms
+
+    items, _ = _corpus(per_topic=4)
+    texts = [it.text for it in items] + ["", "a"]  # an empty row; "a" indexes nothing
+    index = build_term_index(texts, [it.title for it in items] + ["", ""])
+    rng = np.random.default_rng(0)
+    data = rng.random(len(index.indices)).astype(np.float32)
+    dense = np.zeros((index.n_rows, index.n_terms), dtype=np.float32)
+    dense[index.rows_of_entries(), index.indices] = data
+    right, left = rng.random((index.n_terms, 5), dtype=np.float32), rng.random((index.n_rows, 5), dtype=np.float32)
+    monkeypatch.setattr(terms, "_PRODUCT_BLOCK", 1 << 20)
+    whole = terms._Csr(index, data)
+    once = whole.dot(right), whole.tdot(left)
+    monkeypatch.setattr(terms, "_PRODUCT_BLOCK", block)
+    assert np.array_equal(whole.dot(right), once[0]) and np.array_equal(whole.tdot(left), once[1])
+    assert np.allclose(once[0], dense @ right, atol=1e-4) and np.allclose(once[1], dense.T @ left, atol=1e-4)
+    assert max(np.bincount(index.indices)) > 3 and max(np.diff(index.indptr)) > 7  # longer than small blocks
+
+
 def test_a_name_led_by_an_acronym_is_one_identifier_and_a_plural_acronym_a_word() -> None:
     """CMake, SQLite, OAuth are single names as written (before: "C" + "Make", "SQ" + "Lite"); APIs and
     URLs stay the plural of the words API and URL."""
