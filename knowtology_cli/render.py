@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .models import MISSING_HINT, BrowseResult, Hit, ReadResult, SearchResult
 from .provenance import cite
 from .textutil import counted
@@ -42,6 +44,36 @@ def trim(text: str, limit: int) -> str:
     return (text[:cut] if cut > limit // 2 else text[: limit - 1]).rstrip(" ,;:.-—") + ELLIPSIS
 
 
+def trim_marked(text: str, limit: int, marks: Sequence[tuple[int, int]] = ()) -> tuple[str, list[tuple[int, int]]]:
+    """`trim`, keeping the first of the matched spans ``marks`` in view: when it ends past the cut, the
+    line starts at a word shortly before it, ``…`` marking that cut too. Returns the line and the spans
+    that are whole in it, at their places there."""
+    kept: list[int] = []  # index in ``text`` of each character of the line, spaces collapsed
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if kept and not text[kept[-1]].isspace():
+                kept.append(i)
+        else:
+            kept.append(i)
+    while kept and text[kept[-1]].isspace():
+        kept.pop()
+    line = "".join(" " if text[i].isspace() else text[i] for i in kept)
+    at = {index: n for n, index in enumerate(kept)}
+    spans = sorted((at[s], at[e - 1] + 1) for s, e in marks if 0 <= s < e <= len(text) and s in at and e - 1 in at)
+    begin = 0
+    if spans and spans[0][1] > limit - len(ELLIPSIS) and len(line) > limit:
+        start, end = spans[0]
+        room = limit - 2 * len(ELLIPSIS)  # between the two cuts
+        # a third of the room before the match, the rest after it, unless the line ends sooner
+        target = max(end - room, min(start - max(0, room - (end - start)) // 3, len(line) - (room + len(ELLIPSIS))))
+        space = line.find(" ", max(0, target), start)
+        begin = space + 1 if space >= 0 else start
+    shown = (ELLIPSIS if begin else "") + trim(line[begin:], limit - (len(ELLIPSIS) if begin else 0))
+    shift = (len(ELLIPSIS) if begin else 0) - begin
+    room = len(shown) - (len(ELLIPSIS) if shown.endswith(ELLIPSIS) and not line.endswith(ELLIPSIS) else 0)
+    return shown, [(s + shift, e + shift) for s, e in spans if s >= begin and e + shift <= room]
+
+
 def hit_group(hit: Hit) -> str:
     """The heading a hit is listed under: its category path, else its file, else ``(unmapped)``."""
     return hit.path or hit.file_name or "(unmapped)"
@@ -63,7 +95,8 @@ def score_text(score: float) -> str:
 
 def hit_line(hit: Hit) -> str:
     """`` [chunk_id] snippet score`` — one hit under its group heading (and the copies of its text)."""
-    return f" [{hit.chunk_id}] {trim(hit.snippet, SNIPPET_CHARS)} {score_text(hit.score)}{copies_text(hit)}"
+    snippet, _ = trim_marked(hit.snippet, SNIPPET_CHARS, hit.marks)
+    return f" [{hit.chunk_id}] {snippet} {score_text(hit.score)}{copies_text(hit)}"
 
 
 def copies_text(hit: Hit, shown: int = 2) -> str:

@@ -166,6 +166,33 @@ def test_grep_snippet_is_the_matching_line_with_the_match_marked(kb, agent_store
     plain = kt("grep", "server room", "--store", str(agent_store_copy)).stdout
     assert "\x1b[" not in plain and "Badge access to the server room" in plain
     assert keyword_query("server room") == "server room"
+    # a match past the line's cut is brought into view: the line starts a few words before it
+    desk = [line for line in kt("grep", "desk", "--store", str(agent_store_copy)).stdout.splitlines()
+            if "[fac-1]" in line]
+    assert desk and "…" in desk[0] and "facilities desk" in desk[0], desk
+    out = subprocess.run([os.path.join(os.path.dirname(__import__("sys").executable), "kt"), "grep", "desk",
+                          "--store", str(agent_store_copy)], capture_output=True, text=True, env=colour,
+                         check=True).stdout
+    assert "\x1b[1;33mdesk\x1b[0m" in out
+
+
+@pytest.mark.parametrize(("text", "marks"), [
+    ("Badge access to the server room is logged by the facilities desk.", [(55, 59)]),
+    ("Badge  access to the\nserver room is logged by the facilities desk today, and again at night.", [(56, 60)]),
+    ("- Wildcard iterator should exclude filepaths from rsync -x (#1602)", [(50, 55), (3, 11)]),
+    ("Short line with rsync.", [(16, 21)]),
+    ("word " * 30 + "needle", [(150, 156)]),
+])
+def test_a_trimmed_hit_line_keeps_its_first_match_in_view(text: str, marks: list[tuple[int, int]]) -> None:
+    from knowtology_cli.render import SNIPPET_CHARS, trim_marked
+
+    line, spans = trim_marked(text, SNIPPET_CHARS, marks)
+    assert len(line) <= SNIPPET_CHARS
+    wanted = {text[a:b] for a, b in marks}
+    assert spans and all(line[a:b] in wanted for a, b in spans)
+    assert line[slice(*spans[0])] == text[slice(*min(marks))]  # the first match, whole and marked
+    if len(" ".join(text.split())) <= SNIPPET_CHARS:
+        assert line == " ".join(text.split())
 
 
 def test_hit_lines_are_grouped_by_path_and_keep_every_id(kb) -> None:

@@ -159,8 +159,8 @@ def print_hits(result: SearchResult, fmt: str = "text") -> None:
     for group, hits in text.grouped_hits(result.hits).items():
         out.print(f"[cyan]{escape(group)}[/]")
         for h in hits:
-            snippet = text.trim(h.snippet, text.SNIPPET_CHARS)
-            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, h.marks)} [dim]{text.score_text(h.score)}"
+            snippet, marks = text.trim_marked(h.snippet, text.SNIPPET_CHARS, h.marks)
+            out.print(f" [green]\\[{escape(h.chunk_id)}][/] {marked(snippet, marks)} [dim]{text.score_text(h.score)}"
                       f"{escape(text.copies_text(h))}[/]")
             if h.explain is not None:
                 out.print(f"   [dim]{escape(explain_line(h.explain))}[/]")
