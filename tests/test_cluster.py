@@ -849,6 +849,9 @@ def test_conventional_page_names_are_no_heading_phrases() -> None:
     assert heading_segments("Setup › Overview", "guide/README.md") == ["Setup"]
     assert heading_segments("Refunds › Partial refunds", "policies/refunds.md") == [
         "Refunds", "Partial refunds", "refunds"]
+    # a separator inside brackets is the bracket's: no "Release 3.22 (release-date" segment
+    assert heading_segments("Release 3.22 (release-date: 2013-02-15) › New Features", "CHANGES.md") == [
+        "Release 3.22 (release-date: 2013-02-15)", "New Features", "CHANGES"]
 
 
 def test_titles_that_read_the_same_once_cut_are_one_example() -> None:

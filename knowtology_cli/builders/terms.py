@@ -89,7 +89,7 @@ _TOKEN = re.compile(
     r"|[A-Za-z]+\d[A-Za-z0-9]*)"
     r"|(?P<word>[A-Z]{2,}s?(?![a-z])|[A-Za-z][a-z]*(?:['’][A-Za-z]+)?)"
 )
-_TRAIL = re.compile(r"\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*")
+_TRAIL = re.compile(r"(\s*(?:›|»|\s>\s|\||:|\s[-–—]\s)\s*)")
 _TRAIL_MARK = re.compile(r"[›»]")  # the separators a title trail (``Doc › Section``) is joined with
 _NUMBER_WORD = re.compile(r"(?<![\w.])\d[\w.]*")  # 2.6, 3.0.1, 2024: no part of a term key
 #: What "cargo-tree(1)" or "pytest 9.1.1 (2026-06-19)" leaves once its numbers go: brackets of
@@ -259,7 +259,7 @@ def _terms(text: str, stats: _Stats, in_title: bool, code: bool = False) -> Coun
 
 def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAMS) -> list[str]:
     """Short segments of a title trail (``Doc › Section``) and the stem of the file name, as written."""
-    segments = [s for s in _TRAIL.split(title)] if title else []
+    segments = _trail_segments(title) if title else []
     if source:
         segments.append(_file_stem_raw(source))
     out = []
@@ -269,6 +269,20 @@ def heading_segments(title: str, source: str, params: TreeParams = DEFAULT_PARAM
         if (segment and len(segment) <= params.max_phrase_chars and segment not in out
                 and segment.lower() not in GENERIC_TITLES):
             out.append(segment)
+    return out
+
+
+def _trail_segments(title: str) -> list[str]:
+    """``title`` split at its trail's separators (`_TRAIL`), except inside brackets: the date in
+    "Release 3.22 (release-date: 2013-02-15)" belongs to its bracket, not to a segment of its own."""
+    out, current = [], ""
+    for i, part in enumerate(_TRAIL.split(title)):
+        if i % 2 == 0 or current.count("(") + current.count("[") > current.count(")") + current.count("]"):
+            current += part
+        else:
+            out.append(current)
+            current = ""
+    out.append(current)
     return out
 
 
