@@ -143,15 +143,17 @@ def suggest_ids(wanted: str, ids: Sequence[str], limit: int = MAX_SUGGESTIONS) -
     named = Counter(real.casefold().rsplit("/", 1)[-1] for real in chunks)
     for real in chunks:
         real_key = real.casefold()
+        same = _same_ending(parts, real_key.split("/"))
         if real_key == key:
             ranked.append(((0, 0), real))
         elif real_key.endswith("/" + key):
             ranked.append(((1, len(real)), real))
+        elif same > 1 or same and named[parts[-1]] == 1:
+            # a file moved to another folder or source, its name (and more of its path) the same:
+            # before a typo of its path (``s3api/put-object.rst`` for ``s3api/get-object.rst``)
+            ranked.append(((2, -same), real))
         elif (edits := _typo_of(key, real_key)) is not None:
-            ranked.append(((2, edits), real))
-        elif (same := _same_ending(parts, real_key.split("/"))) > 1 or same and named[parts[-1]] == 1:
-            # a file moved to another folder or source: its name (and more of its path) the same
-            ranked.append(((3, -same), real))
+            ranked.append(((3, edits), real))
     docs = [real for _, real in sorted(ranked)][:limit]
     return _did_you_mean([f"{real}#{index}" if index in chunks[real] else
                           f"{real}#{min(chunks[real])}" for real in docs])

@@ -160,6 +160,10 @@ def test_an_id_of_a_moved_file_hints_the_file_where_it_is_now() -> None:
     shared = [f"{folder}/{name}#0" for folder in ("a", "b") for name in ("README.md", "notes.md")]
     assert suggest_ids("other/README.md#0", shared) is None  # a name many folders use says nothing
     assert suggest_ids("other/x/notes.md#0", [*shared, "z/x/notes.md#0"]) == "did you mean 'z/x/notes.md#0'?"
+    # the moved file comes before a sibling a typo away
+    moved = ["aws/s3api/put-object.rst#0", "aws/s3/get-object.rst#0"]
+    assert suggest_ids("aws/s3api/get-object.rst#0", moved) == (
+        "did you mean 'aws/s3/get-object.rst#0' or 'aws/s3api/put-object.rst#0'?")
 
 
 def test_read_and_browse_forgive_through_the_kt_executable(sample_store: Path, tmp_path: Path) -> None:
