@@ -691,6 +691,23 @@ def test_outline_news_chunks_carry_their_release_as_section(tmp_path: Path) -> N
     assert not json.loads(kt("grep", "fill-column", "--json", store=store).stdout)["hits"]  # editor settings
 
 
+def test_bold_example_lines_head_their_chunks(tmp_path: Path) -> None:
+    """A CLI's example pages head each example with a bold line (``**Example 2: …**``): each chunk's
+    section is its example, so a hit says which example it is."""
+    root = tmp_path / "examples"
+    root.mkdir()
+    body = "The following ``create-user`` command creates a user named ``Bob``. ::\n\n    cli create-user --name Bob\n\n"
+    (root / "create-user.rst").write_text(
+        "**Example 1: To create a user**\n\n" + body + "Output::\n\n    {\"User\": \"Bob\"}\n\n"
+        "**Example 2: To create a user at a path**\n\n" + body.replace("Bob", "Ann") + "The path is kept.\n")
+    store = tmp_path / "store"
+    kt("ingest", str(root), "--embedder", "hash", store=store)
+    hits = json.loads(kt("grep", "path is kept", "--json", store=store).stdout)["hits"]
+    assert hits[0]["section"] == "Example 2: To create a user at a path", hits[0]
+    (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
+    assert chunk["text"].startswith("# Example 2: To create a user at a path") and "Bob" not in chunk["text"]
+
+
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:
     root = tmp_path / "adoc"
     root.mkdir()

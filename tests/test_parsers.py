@@ -807,6 +807,26 @@ def test_outline_news_stars_open_nested_sections() -> None:
     assert doc.sections[4].blocks[0].text == "### Island maps"
 
 
+@pytest.mark.parametrize("name", ["create-user.rst", "create-user.md"])
+def test_a_bold_paragraph_that_reads_as_a_heading_opens_a_section_a_level_down(name: str) -> None:
+    """``**Example 2: To create a user**`` heads the example under it; a bold sentence, a lead-in
+    ending in a colon, an admonition name and a bold line right above a real heading stay labels."""
+    rst = name.endswith(".rst")
+    head = "Users\n=====\n\n" if rst else "# Users\n\n"
+    sub = "Groups\n------\n\n" if rst else "## Groups\n\n"
+    text = (f"{head}Intro.\n\n**Example 1: To create a user**\n\nRun create.\n\n**Note**\n\nCareful.\n\n"
+            "**Output:**\n\nSome output.\n\n**Never run this as root.**\n\nIt breaks.\n\n"
+            f"**Example 2: To list users**\n\nRun list.\n\n**Groups**\n\n{sub}Group text.\n")
+    doc = parse(text, name=name)
+    assert [s.titles for s in doc.sections] == [
+        ("Users",), ("Users", "Example 1: To create a user"), ("Users", "Example 2: To list users"),
+        ("Users", "Groups")]
+    kinds = [(b.kind, b.text) for s in doc.sections[1:3] for b in s.blocks]
+    assert kinds[0] == ("heading", "## Example 1: To create a user")
+    assert [k for k, t in kinds if "Note" in t or "Output" in t or "root" in t or "Groups" in t] == [
+        "label", "label", "label", *(["label"] if not rst else [])]  # reST drops a label its heading repeats
+
+
 def test_emacs_file_variables_are_no_text() -> None:
     # a mode line of any mode, and a Local Variables list at the end, prefixed or not, are editor settings
     news = ("GNU quokka NEWS    -*-indented-text-*-\n\nVersion 2.4 counts twice as fast.\n\n"

@@ -21,8 +21,29 @@ ADOC_INLINE_MACRO = re.compile(r"(?<![\w:/.@|\[\\-])[A-Za-z][\w-]+:(?!//|:)([^\s
 #: document it holds, named by the extension before this one.
 COMPRESSED = ".gz"
 
+#: A heading is about as long as this many words at most; a longer line is a sentence.
+HEADING_WORDS = 12
+#: reStructuredText's admonition names: a bold "**Note**" sets off the paragraph after it, no part
+#: of the document.
+ADMONITIONS = frozenset({"attention", "caution", "danger", "error", "hint", "important", "note", "tip",
+                         "warning", "see also", "seealso"})
+_LABEL_MARKS = re.compile(r"\A[*_\s]+|[*_\s]+\Z")
+
+
+def bold_heading(label: str) -> str | None:
+    """The heading a paragraph of one bold phrase stands for (``**Example 2: To create a user**``,
+    ``**Installation**``), or None: a bold sentence (ending ``.``, ``!``, ``;`` or ``,``) is emphasis,
+    one ending in ``:`` introduces what follows, an admonition name sets off one paragraph, and
+    one longer than `HEADING_WORDS` reads as prose."""
+    text = " ".join(_LABEL_MARKS.sub("", label).split())
+    if (not text or len(text.split()) > HEADING_WORDS or text[-1] in ".:;,!" or not any(c.isalpha() for c in text)
+            or text.casefold() in ADMONITIONS):
+        return None
+    return text
+
+
 #: Bumped whenever a parser's output for the same input changes; stored with every chunk.
-PARSER_VERSIONS: dict[str, int] = {"markdown": 27, "rst": 26, "html": 18, "pdf": 5, "text": 4, "asciidoc": 2}
+PARSER_VERSIONS: dict[str, int] = {"markdown": 28, "rst": 27, "html": 18, "pdf": 5, "text": 4, "asciidoc": 2}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .base import Block, Document, Section, parser_version, read_fragment
+from .base import Block, Document, Section, bold_heading, parser_version, read_fragment
 from .inline import (
     CODE_SPAN_SPLIT,
     FENCE_LINE,
@@ -535,6 +535,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     blocks: list[Block] = []
     dropped = 1 if meta_lines else 0
     top = 7  # the highest heading level used
+    headed = 0  # the level of the last heading
 
     def close() -> None:
         if blocks:
@@ -589,7 +590,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
                 at, to = first + min(start, last - first) - 1, first + min(end, last - first)
                 if part == "heading":
                     level = len(text) - len(text.lstrip("#"))
-                    top = min(top, level)
+                    top, headed = min(top, level), level
                     open_section(level, plain_spans(text[level:].strip()))
                 lines_at = tuple(span(first + min(p, last - first) - 1, first + min(p, last - first))[0]
                                  for p in places)
@@ -607,6 +608,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
         if kind == "heading":
             level = int(token.tag[1])
             top = min(top, level)
+            headed = level
             open_section(level, heading_text(tokens[index + 1].content, env))
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
             if emptied:
@@ -616,6 +618,12 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
             continue
         if kind == "text" and _LABEL.match(source):
             kind = "label"
+            after = next((t for t in tokens[index + 1:] if t.level == 0 and t.nesting == 1 and t.map), None)
+            heading = bold_heading(heading_text(tokens[index + 1].content, env))
+            if heading and after is not None and after.type != "heading_open":
+                # a heading in all but markup, a level below the last real one (``**Example 2: …**``)
+                open_section(headed + 1, heading)
+                kind, source = "heading", "#" * min(headed + 1, 6) + " " + heading
         blocks.append(Block(source, *span(first, last), kind))
     close()
     if title and top > 1:

@@ -12,7 +12,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ..errors import InputError
-from .base import Block, Document, SectionTrail, parser_version
+from .base import HEADING_WORDS, Block, Document, SectionTrail, parser_version
 from .inline import flow
 
 #: Line spacing (in font heights) above this multiple of the document's usual spacing starts a paragraph.
@@ -35,8 +35,6 @@ _EDGE_NUMBER = re.compile(r"(?:^|\s)(\d{1,5})$")
 #: a heading the outline does not list (a manual's subsections, a paper without bookmarks): the usual
 #: heading sizes of LaTeX and word processors are 1.2x the body and more.
 HEADING_SCALE = 1.15
-#: ... when it reads as a title: at most this many words, and no sentence or clause ending.
-HEADING_WORDS = 12
 #: Distinct heading sizes nested under each other; smaller ones count as the smallest.
 HEADING_LEVELS = 3
 #: A line set in bold from its first character to its last, at the body's size or a little above, is a

@@ -13,6 +13,7 @@ from .base import (
     Block,
     Document,
     Section,
+    bold_heading,
     code_language_of,
     parser_version,
     read_fragment,
@@ -572,7 +573,8 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
 
     def walk(parent: Any, titles: tuple[str, ...]) -> None:
         nonlocal dropped
-        for child in parent.children:
+        here = titles  # under a bold label that reads as a heading (`bold_heading`), a level below
+        for at, child in enumerate(parent.children):
             start = _line(child, included)
             if isinstance(child, nodes.section):
                 title = next((c for c in child.children if c.tagname == "title"), None)
@@ -600,9 +602,15 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                     "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
             if isinstance(child, nodes.paragraph) and _all_bold(child) or _is_label_box(child):
                 kind = "label"
+                after = parent.children[at + 1] if at + 1 < len(parent.children) else None
+                heading = bold_heading(child.astext()) if isinstance(child, nodes.paragraph) else None
+                if heading and after is not None and not isinstance(after, nodes.section):
+                    here = (*titles, heading)
+                    raw.append((here, "#" * min(len(here), 6) + " " + heading, start, "heading"))
+                    continue
             elif isinstance(child, nodes.paragraph) and child.rawsource.rstrip().endswith("::"):
                 kind = "lead"  # it introduces the literal block after it ("Output ::" reads "Output")
-            raw.append((titles, body, start, kind))
+            raw.append((here, body, start, kind))
 
     walk(tree, ())
     # a name marked for the index just before the section that shows it (``.. setting:: DEBUG`` over
