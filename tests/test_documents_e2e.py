@@ -700,12 +700,16 @@ def test_bold_example_lines_head_their_chunks(tmp_path: Path) -> None:
     (root / "create-user.rst").write_text(
         "**Example 1: To create a user**\n\n" + body + "Output::\n\n    {\"User\": \"Bob\"}\n\n"
         "**Example 2: To create a user at a path**\n\n" + body.replace("Bob", "Ann") + "The path is kept.\n")
+    (root / "return-codes.rst").write_text(":title: CLI Return Codes\n:category: General\n\nCode 2 means a bad flag.\n")
     store = tmp_path / "store"
     kt("ingest", str(root), "--embedder", "hash", store=store)
     hits = json.loads(kt("grep", "path is kept", "--json", store=store).stdout)["hits"]
     assert hits[0]["section"] == "Example 2: To create a user at a path", hits[0]
     (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
     assert chunk["text"].startswith("# Example 2: To create a user at a path") and "Bob" not in chunk["text"]
+    hits = json.loads(kt("grep", "bad flag", "--json", store=store).stdout)["hits"]
+    (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
+    assert chunk["title"] == "CLI Return Codes" and "category" not in chunk["text"]  # its :title: field
 
 
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:

@@ -827,6 +827,17 @@ def test_a_bold_paragraph_that_reads_as_a_heading_opens_a_section_a_level_down(n
         "label", "label", "label", *(["label"] if not rst else [])]  # reST drops a label its heading repeats
 
 
+def test_a_leading_title_field_titles_an_rst_page_without_a_heading() -> None:
+    """``:title: AWS CLI Return Codes`` (Pelican's and many doc sites' metadata) titles the page's
+    chunks instead of its file name; the field list stays out of the text."""
+    page = ":title: Quokka Return Codes\n:category: General\n\nThese are the codes.\n\n* ``0`` -- it worked.\n"
+    doc = parse(page, name="return-codes.rst")
+    assert doc.title == "Quokka Return Codes"
+    assert [b.text for _, b in blocks(doc)] == ["These are the codes.", "- `0` -- it worked."]
+    assert parse(":orphan:\n\nText.\n", name="a.rst").title == ""
+    assert parse("Text.\n\n:title: Late\n", name="a.rst").title == ""  # a field list later is text
+
+
 def test_emacs_file_variables_are_no_text() -> None:
     # a mode line of any mode, and a Local Variables list at the end, prefixed or not, are editor settings
     news = ("GNU quokka NEWS    -*-indented-text-*-\n\nVersion 2.4 counts twice as fast.\n\n"

@@ -571,8 +571,10 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     bounds: list[int] = []  # start lines of every top-level element, kept or not
     dropped = 0
 
+    own_title = ""  # the document's own, from a ``:title:`` field
+
     def walk(parent: Any, titles: tuple[str, ...]) -> None:
-        nonlocal dropped
+        nonlocal dropped, own_title
         here = titles  # under a bold label that reads as a heading (`bold_heading`), a level below
         for at, child in enumerate(parent.children):
             start = _line(child, included)
@@ -593,6 +595,10 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 bounds.append(start)
             if child.tagname in ("field_list", "docinfo") and parent is tree and not raw:
                 dropped += 1  # a field list before anything else is file-wide metadata (Sphinx's ``:orphan:``)
+                fields = {f.children[0].astext().strip().lower(): f.children[1].astext().strip()
+                          for f in child.findall(nodes.field) if len(f.children) == 2}
+                own_title = own_title or " ".join(fields.get("title", "").split())  # Pelican's and many sites'
+
                 continue
             body = render(child)
             if not body.strip() or start is None:
@@ -635,7 +641,8 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
         blocks.append(Block(body, start, end, kind))
     if blocks:
         sections.append(Section(current or (), tuple(blocks)))
-    return Document(format="rst", unit="line", sections=tuple(sections), parser=parser_version("rst"),
+    return Document(format="rst", unit="line", sections=tuple(sections), title=own_title,
+                    parser=parser_version("rst"),
                     dropped=dropped, includes=tuple(scope.files) if scope else (),
                     unread=tuple(scope.unread) if scope else (), docstrings=len(docstrings))
 
