@@ -701,6 +701,8 @@ def test_bold_example_lines_head_their_chunks(tmp_path: Path) -> None:
         "**Example 1: To create a user**\n\n" + body + "Output::\n\n    {\"User\": \"Bob\"}\n\n"
         "**Example 2: To create a user at a path**\n\n" + body.replace("Bob", "Ann") + "The path is kept.\n")
     (root / "return-codes.rst").write_text(":title: CLI Return Codes\n:category: General\n\nCode 2 means a bad flag.\n")
+    (root / "index.rst").write_text("CLI\n===\n\nThe CLI creates users.\n\nIndices and tables\n==================\n\n"
+                                    "* :ref:`genindex`\n* :ref:`search`\n")
     store = tmp_path / "store"
     kt("ingest", str(root), "--embedder", "hash", store=store)
     hits = json.loads(kt("grep", "path is kept", "--json", store=store).stdout)["hits"]
@@ -710,6 +712,8 @@ def test_bold_example_lines_head_their_chunks(tmp_path: Path) -> None:
     hits = json.loads(kt("grep", "bad flag", "--json", store=store).stdout)["hits"]
     (chunk,) = json.loads(kt("read", hits[0]["chunk_id"], "--json", store=store).stdout)["chunks"]
     assert chunk["title"] == "CLI Return Codes" and "category" not in chunk["text"]  # its :title: field
+    assert not json.loads(kt("grep", "genindex", "--json", store=store).stdout)["hits"]  # Sphinx's navigation
+    assert not json.loads(kt("grep", "Indices", "--json", store=store).stdout)["hits"]
 
 
 def test_asciidoc_folder_ingests_reads_and_greps(tmp_path: Path) -> None:

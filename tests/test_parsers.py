@@ -827,6 +827,39 @@ def test_a_bold_paragraph_that_reads_as_a_heading_opens_a_section_a_level_down(n
         "label", "label", "label", *(["label"] if not rst else [])]  # reST drops a label its heading repeats
 
 
+def test_sphinx_navigation_sections_leave_no_heading_behind() -> None:
+    """sphinx-quickstart's "Indices and tables" (links to the generated index and search pages) and a
+    section holding only a toctree are navigation: no text, and no heading joining a neighbour's chunk.
+    An empty section whose heading stands over nothing dropped keeps it (context for the next)."""
+    page = ("Tool\n====\n\nTool does things.\n\nContents\n--------\n\n.. toctree::\n\n   usage\n\n"
+            "Empty\n-----\n\nSame level\n----------\n\nMore text.\n\n"
+            "Indices and tables\n==================\n\n* :ref:`genindex`\n* :ref:`modindex`\n* :ref:`search`\n")
+    doc = parse(page, name="index.rst")
+    assert [s.titles for s in doc.sections] == [("Tool",), ("Tool", "Empty"), ("Tool", "Same level")]
+    kept = parse("Links\n=====\n\n* :ref:`genindex`\n* `Home <https://example.org>`_\n", name="a.rst")
+    assert "genindex" in blocks(kept)[-1][1].text  # a list with other links too is the page's own
+
+
+def test_a_target_after_an_include_at_a_pages_end_is_dropped_quietly(tmp_path: Path) -> None:
+    """CMake's policy pages end with an include and a link target: the target's line lies past the
+    page's own lines (the included text came in between); dropping it must not read past them."""
+    (tmp_path / "DEPRECATED.txt").write_text(".. note::\n  The old behavior\n  may be removed.\n")
+    (tmp_path / "CMP.rst").write_text("CMP\n---\n\nText.\n\n.. include:: DEPRECATED.txt\n\n"
+                                      ".. _`Hedley`: https://example.org/\n")
+    doc = parse(tmp_path / "CMP.rst")
+    assert [b.text for _, b in blocks(doc)][:2] == ["# CMP", "Text."]
+
+
+@pytest.mark.parametrize("name", ["put-policy.rst", "put-policy.md"])
+def test_a_bold_heading_right_under_another_goes_a_level_below_it(name: str) -> None:
+    """``**To set a policy**`` directly over ``**Example 1: …**``: the examples are parts of it."""
+    page = ("**To set a policy**\n\n**Example 1: To deny publishers**\n\nRun deny.\n\n"
+            "**Example 2: To load a file**\n\nRun load.\n")
+    assert [s.titles for s in parse(page, name=name).sections] == [
+        ("To set a policy",), ("To set a policy", "Example 1: To deny publishers"),
+        ("To set a policy", "Example 2: To load a file")]
+
+
 def test_a_leading_title_field_titles_an_rst_page_without_a_heading() -> None:
     """``:title: AWS CLI Return Codes`` (Pelican's and many doc sites' metadata) titles the page's
     chunks instead of its file name; the field list stays out of the text."""

@@ -536,6 +536,8 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
     dropped = 1 if meta_lines else 0
     top = 7  # the highest heading level used
     headed = 0  # the level of the last heading
+    labelled = 0  # the level bold headings go at (`bold_heading`), 0: a level below the last heading
+    under_label = False  # the last block is such a bold heading
 
     def close() -> None:
         if blocks:
@@ -590,11 +592,12 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
                 at, to = first + min(start, last - first) - 1, first + min(end, last - first)
                 if part == "heading":
                     level = len(text) - len(text.lstrip("#"))
-                    top, headed = min(top, level), level
+                    top, headed, labelled = min(top, level), level, 0
                     open_section(level, plain_spans(text[level:].strip()))
                 lines_at = tuple(span(first + min(p, last - first) - 1, first + min(p, last - first))[0]
                                  for p in places)
                 blocks.append(Block(text, *span(at, to), part, lines_at))
+                under_label = False
             continue
         emptied = False  # all its text was HTML that shows none (badges, a logo)
         if "<" in source and kind != "code":
@@ -608,7 +611,7 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
         if kind == "heading":
             level = int(token.tag[1])
             top = min(top, level)
-            headed = level
+            headed, labelled = level, 0
             open_section(level, heading_text(tokens[index + 1].content, env))
             source = _HEADING_ATTRS.sub("", source)  # `## Setup {#setup}` reads `## Setup`
             if emptied:
@@ -621,9 +624,12 @@ def parse_markdown(text: str, *, name: str = "", path: Path | None = None, root:
             after = next((t for t in tokens[index + 1:] if t.level == 0 and t.nesting == 1 and t.map), None)
             heading = bold_heading(heading_text(tokens[index + 1].content, env))
             if heading and after is not None and after.type != "heading_open":
-                # a heading in all but markup, a level below the last real one (``**Example 2: …**``)
-                open_section(headed + 1, heading)
-                kind, source = "heading", "#" * min(headed + 1, 6) + " " + heading
+                # a heading in all but markup, a level below the last real one (``**Example 2: …**``),
+                # or below the bold heading right above it ("**To set a policy**" over its examples)
+                labelled = labelled + 1 if under_label else labelled or headed + 1
+                open_section(labelled, heading)
+                kind, source = "heading", "#" * min(labelled, 6) + " " + heading
+        under_label = kind == "heading" and token.type == "paragraph_open"
         blocks.append(Block(source, *span(first, last), kind))
     close()
     if title and top > 1:

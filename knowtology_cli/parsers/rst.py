@@ -25,6 +25,7 @@ from .sphinx import (
     CODE_DIRECTIVES,
     CONDITION_DIRECTIVES,
     DOCSTRING_DIRECTIVES,
+    GENERATED_PAGE_ITEM,
     LABELS,
     NAVIGATION_DIRECTIVES,
     PATH_ARGUMENT,
@@ -572,10 +573,12 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     dropped = 0
 
     own_title = ""  # the document's own, from a ``:title:`` field
+    navigation: set[tuple[str, ...]] = set()  # trails under which a toctree or index links were dropped
 
     def walk(parent: Any, titles: tuple[str, ...]) -> None:
         nonlocal dropped, own_title
         here = titles  # under a bold label that reads as a heading (`bold_heading`), a level below
+        base = titles  # what such labels go under: a label right under another is a level below it
         for at, child in enumerate(parent.children):
             start = _line(child, included)
             if isinstance(child, nodes.section):
@@ -598,11 +601,14 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 fields = {f.children[0].astext().strip().lower(): f.children[1].astext().strip()
                           for f in child.findall(nodes.field) if len(f.children) == 2}
                 own_title = own_title or " ".join(fields.get("title", "").split())  # Pelican's and many sites'
-
                 continue
             body = render(child)
-            if not body.strip() or start is None:
+            generated = child.tagname == "bullet_list" and start and _links_generated_pages(
+                lines, start, len(child.children))
+            if not body.strip() or start is None or generated:
                 dropped += 1
+                if generated or start and start <= len(lines) and _TOCTREE.match(lines[start - 1]):
+                    navigation.add(here)
                 continue
             kind = {"bullet_list": "list", "enumerated_list": "list", "table": "table",
                     "literal_block": "code", "doctest_block": "code", "block_quote": "quote"}.get(child.tagname, "text")
@@ -611,7 +617,9 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                 after = parent.children[at + 1] if at + 1 < len(parent.children) else None
                 heading = bold_heading(child.astext()) if isinstance(child, nodes.paragraph) else None
                 if heading and after is not None and not isinstance(after, nodes.section):
-                    here = (*titles, heading)
+                    if raw and raw[-1][3] == "heading" and raw[-1][0] == here and here != titles:
+                        base = here  # "**To set a policy**" right above "**Example 1: …**"
+                    here = (*base, heading)
                     raw.append((here, "#" * min(len(here), 6) + " " + heading, start, "heading"))
                     continue
             elif isinstance(child, nodes.paragraph) and child.rawsource.rstrip().endswith("::"):
@@ -624,6 +632,13 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
     raw = [entry for i, entry in enumerate(raw) if not (
         entry[3] == "label" and i + 1 < len(raw) and raw[i + 1][3] == "heading"
         and entry[1].strip() in (raw[i + 1][0][-1:] + (raw[i + 1][1].lstrip("#").strip(),)))]
+    # a section left with nothing under it once its navigation went (a toctree, links to the generated
+    # index and search pages: `navigation`) was navigation: its heading goes too, rather than joining a neighbour's
+    # chunk (an empty section with nothing dropped keeps its heading, as context for the next)
+    empty = {i for i, entry in enumerate(raw) if entry[3] == "heading" and entry[0] in navigation and not (
+        i + 1 < len(raw) and raw[i + 1][0][:len(entry[0])] == entry[0])}
+    dropped += len(empty)
+    raw = [entry for i, entry in enumerate(raw) if i not in empty]
     bounds = sorted(set(bounds))
     sections: list[Section] = []
     current: tuple[str, ...] | None = None
@@ -645,6 +660,22 @@ def parse_rst(text: str, *, name: str = "", path: Path | None = None, root: Path
                     parser=parser_version("rst"),
                     dropped=dropped, includes=tuple(scope.files) if scope else (),
                     unread=tuple(scope.unread) if scope else (), docstrings=len(docstrings))
+
+
+#: The line of a ``toctree`` directive: the table of contents Sphinx builds from other pages.
+_TOCTREE = re.compile(r"[ \t]*\.\.[ \t]+toctree::")
+
+
+def _links_generated_pages(lines: list[str], start: int, items: int) -> bool:
+    """Whether the bullet list whose first line is ``start`` only links Sphinx's generated pages, one
+    item per line (`GENERATED_PAGE_ITEM`)."""
+    bullets = []
+    for line in lines[start - 1:]:
+        if line.strip() and line.lstrip()[:1] not in "-*+":
+            break
+        if line.strip():
+            bullets.append(line)
+    return len(bullets) == items and all(GENERATED_PAGE_ITEM.fullmatch(b) for b in bullets)
 
 
 def _is_label_box(node: Any) -> bool:

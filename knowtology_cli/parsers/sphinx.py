@@ -55,6 +55,10 @@ LABELS = {
     "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
     "seealso": "See also",
 }
+#: A list item that only links one of the pages Sphinx generates for every project (its standard
+#: labels ``genindex``, ``modindex``, ``py-modindex``, ``search``): the "Indices and tables" footer of
+#: ``sphinx-quickstart``'s index page, navigation and no text.
+GENERATED_PAGE_ITEM = re.compile(r"[ \t]*[-*+][ \t]+:ref:`(?:genindex|modindex|py-modindex|search)`[ \t]*")
 #: A MyST target, ``(label)=`` (the label is ``group(1)``).
 MYST_TARGET = r"\(([^()\s][^()]*)\)="
 #: A code directive's argument that names the code's language (``python``, ``c++``, ``shell-session``).
