@@ -191,7 +191,7 @@ def test_hints_name_the_store_and_collection_given_before_the_command(tmp_path: 
     status = kt("--store", store, "status")
     assert status.returncode == 0
     for name in ("manuals", "notes"):  # two collections: each line's command names its own
-        assert f"{name}: no tree yet for 1 chunks: kt --store '{store}' -c {name} build" in status.stdout
+        assert f"{name}: no tree yet for 1 chunk: kt --store '{store}' -c {name} build" in status.stdout
 
 
 # 3. a repeat read names the session and the ways out --------------------------------------------------

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import BuildError, KnowtologyError
 from ..models import Assignment, BuildReport, Category, ChunkMapping, TreeNode, TreeReply
 from ..provenance import provenance
+from ..textutil import counted
 
 if TYPE_CHECKING:
     from ..stores.base import TreeState
@@ -91,7 +92,7 @@ def tree_freshness(stores: BuildStores, collection: str, *, chunks: int, unmappe
     if not chunks and not nodes:
         return Freshness("empty", advice="no chunks yet: kt ingest PATH")
     if not nodes:
-        return Freshness("unbuilt", advice=f"no tree yet for {chunks} chunks: kt build")
+        return Freshness("unbuilt", advice=f"no tree yet for {counted(chunks, 'chunk')}: kt build")
     stale = sorted((n for n in nodes if is_stale(n, params)), key=lambda n: (n.level, n.path))
     value = drift(stores.tree.tree_state(collection), chunks - unmapped)
     advised = value >= params.rebuild_drift
