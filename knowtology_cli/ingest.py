@@ -524,7 +524,11 @@ def _read_one(path: Path, label: str, batch: InputBatch, max_tokens: int, target
     is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
     fmt = None if is_jsonl else detect_format(path.name)
     if not is_jsonl and fmt is None:
-        batch.problems.append(f"{label}: unsupported file type {path.suffix or '(none)'} — use {DOC_KINDS} or .jsonl")
+        # a gzipped file is named by the type inside it: ".gz" itself is read (DOC_KINDS says so)
+        gzipped = path.name.lower().endswith(COMPRESSED)
+        suffix = Path(path.name[: -len(COMPRESSED)]).suffix if gzipped else path.suffix
+        kind = f"{suffix or '(none)'}{' (gzipped)' if gzipped else ''}"
+        batch.problems.append(f"{label}: unsupported file type {kind} — use {DOC_KINDS} or .jsonl")
         return
     data = _read_bytes(path, label, batch)
     if data is not None and not is_jsonl and path.name.lower().endswith(COMPRESSED):

@@ -96,6 +96,9 @@ BAD: dict[str, tuple[dict[str, str | bytes], str, str]] = {
     "id-control-chars": ({"in.jsonl": _jsonl([{"id": "a\nb", "text": "t"}])}, "in.jsonl:1", "control characters"),
     "id-too-long": ({"in.jsonl": _jsonl([{"id": "x" * 600, "text": "t"}])}, "in.jsonl:1", "longer than"),
     "unsupported-type": ({"in.docx": b"PK\x03\x04"}, "in.docx", "unsupported file type .docx"),
+    # a gzipped file of a type that is no document: named as such, not as an unsupported ".gz"
+    "unsupported-gzipped": ({"changelog.Debian.gz": b"\x1f\x8b\x08\x00"}, "changelog.Debian.gz",
+                            "unsupported file type .Debian (gzipped)"),
     "damaged-pdf": ({"in.pdf": b"%PDF-1.4"}, "in.pdf", "cannot read the PDF"),
 }
 
