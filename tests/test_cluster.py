@@ -578,6 +578,28 @@ def test_a_longer_term_with_the_same_words_replaces_a_single_word() -> None:
     assert "Cold chain" in nodes, list(nodes)
 
 
+def test_a_description_quotes_prose_not_data_or_an_encoded_key() -> None:
+    """A policy's JSON and a certificate's base64 are mostly letters but no words: the passage a
+    description quotes comes from the chunks that say something."""
+    from knowtology_cli.builders.naming import _in_words
+
+    data = ['"Version": "2012-10-17",; "Statement…', "get-server-certificate: AldBMRAwDgYDVQQHEwdTZWF0drGxlMQ8wDQYDVQ."]
+    prose = ["The ChaCha key stream, starting with counter value 1, is then used to encrypt the message.",
+             'Open Grafana "Payment gateway" and check the error rate.']
+    assert all(_in_words(t, 20) < 0.5 * len("".join(t.split())) for t in data)
+    assert all(_in_words(t, 20) >= 0.8 * len("".join(t.split())) for t in prose)
+    policy = '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject"}]}'
+    items = [ClusterItem(f"p-{i}", f"```json\n{policy}\n```", title="get-bucket-policy", doc_id=f"p{i}")
+             for i in range(6)]
+    items += [ClusterItem(f"p-x{i}", "A bucket policy grants other accounts access to the bucket's objects.",
+                          title="get-bucket-policy", doc_id=f"px{i}") for i in range(2)]
+    items += [ClusterItem(f"o-{i}", "Knead the dough until smooth. Bread is good warm.", doc_id=f"o{i}")
+              for i in range(8)]
+    nodes = _name_fixed_tree(items, ["p-", "o-"])
+    quoted = [n.description.split("For example: ", 1)[1] for n in nodes.values() if "For example: " in n.description]
+    assert quoted and not any('"Version"' in q or "{" in q for q in quoted), quoted
+
+
 def test_names_never_recase_identifiers() -> None:
     rng = random.Random(4)
     verbs = ["Run", "Check", "Call", "Try"]

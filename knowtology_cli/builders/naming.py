@@ -450,7 +450,8 @@ class Namer:
                 snippet = snippet[:-1].rstrip() + "…"
             snippet = snippet if snippet.endswith((".", "…", "?", "!")) else snippet + "."
             shown = "".join(snippet.split())
-            if snippet in out or sum(ch.isalpha() for ch in shown) < self.params.passage_letter_share * len(shown):
+            if (snippet in out or sum(ch.isalpha() for ch in shown) < self.params.passage_letter_share * len(shown)
+                    or _in_words(snippet, self.params.passage_word_chars) < self.params.passage_word_share * len(shown)):
                 continue
             docs.add(self.doc_of[row])
             out.append(snippet)
@@ -479,6 +480,24 @@ class Namer:
             shown = title if len(title) <= p.max_title_chars else title[: p.max_title_chars - 1].rstrip() + "…"
             titled[shown] = titled.get(shown, 0.0) + max(float(score), 0.0)
         return [t for t in sorted(titled, key=lambda t: (-titled[t], t)) if titled[t] > 0][:count]
+
+
+def _in_words(text: str, longest: int) -> int:
+    """Characters of ``text`` in words: whitespace-separated tokens that, without the punctuation
+    around them, are letters (a hyphen or apostrophe inside) up to ``longest`` long; a token with a
+    JSON key's or value's quote (``"Size":``) is data."""
+    total = 0
+    for token in text.split():
+        core = token.strip(_AROUND_WORDS)
+        if core and len(core) <= longest and _WORD.fullmatch(core) and not _DATA_QUOTE.search(token):
+            total += len(token)
+    return total
+
+
+#: Punctuation a word may stand between in prose.
+_AROUND_WORDS = ".,;:!?()…'\"‘’“”*"
+_DATA_QUOTE = re.compile(r"\"[:,]")
+_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 
 def _and(parts: Sequence[str]) -> str:

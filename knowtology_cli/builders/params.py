@@ -176,6 +176,11 @@ class TreeParams:
     #: Least share of letters among a quoted passage's non-space characters: below it the passage
     #: is a rule of slashes, a table of numbers or a line of code, which reads as no example.
     passage_letter_share: float = 0.5
+    #: ... and least share of them in words (letters, with a hyphen or an apostrophe inside, up to
+    #: ``passage_word_chars`` long, punctuation around them aside): below it the passage is data (a
+    #: line of JSON, an encoded key) or a signature, which reads as no example either.
+    passage_word_share: float = 0.5
+    passage_word_chars: int = 20
     #: Children a parent's description lists.
     description_children: int = 4
     #: Longest example title shown before it is cut.
