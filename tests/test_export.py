@@ -171,9 +171,9 @@ def test_differences_between_document_and_store_are_reported(exported: Path, fre
     assert json.loads(kt("status", "--json", "--store", fresh).stdout)["collections"][0]["nodes"] == 0
 
     human = kt("import-tree", path, "--store", fresh)
-    assert "1 chunks in the document but not in the store (skipped): not-in-this-store" in human.stdout
-    assert f"1 chunks in the store but not in the document (unmapped — `kt build` places them): {dropped}" in human.stdout
-    assert f"1 chunks changed since the export (kept; `kt build` re-places them): {changed}" in human.stdout
+    assert "1 chunk in the document but not in the store (skipped): not-in-this-store" in human.stdout
+    assert f"1 chunk in the store but not in the document (unmapped — `kt build` places them): {dropped}" in human.stdout
+    assert f"1 chunk changed since the export (kept; `kt build` re-places them): {changed}" in human.stdout
     status = json.loads(kt("status", "--json", "--store", fresh).stdout)["collections"][0]
     assert status["unmapped"] == 1 and status["stale"] is True
     rebuilt = json.loads(kt("build", "--json", "--store", fresh).stdout)

@@ -20,6 +20,7 @@ from ..errors import BuildError
 from ..llm.base import LLMContextOverflowError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import Assignment, BuildReport, Category, TreeReply
+from ..textutil import counted
 from .calls import CallLog, CallOutcome, CallPool, answered, check_server, log_totals, prompt_digest, run_call
 from .cluster import ClusterItem, build_cluster_tree
 from .names import origins_note, tree_name_check
@@ -668,7 +669,7 @@ class HybridTreeBuilder:
                           embed=self.stores.embedder_for(self.collection).embed_documents, message=self.message,
                           progress=self.progress)
         if full:
-            self.message(f"clustering {len(chunks)} chunks…")
+            self.message(f"clustering {counted(len(chunks), 'chunk')}…")
             reply = self._cluster(chunks, vectors)
             views = tree_views(reply.categories, {a.chunk_id: a.path for a in reply.assignments})
             targets = set(views)
@@ -677,7 +678,7 @@ class HybridTreeBuilder:
             before = {m.chunk_id: m.path for m in self.stores.tree.mappings(self.collection)}
             if dry_run:
                 views, targets = self._current_views(), set(retry)
-                what = f"place {len(pending)} chunks offline, then re-describe the nodes that change"
+                what = f"place {counted(len(pending), 'chunk')} offline, then re-describe the nodes that change"
             else:
                 run_cluster_build(self.stores, self.collection, rebuild=False, dry_run=False, progress=self.progress,
                                   message=self.message)

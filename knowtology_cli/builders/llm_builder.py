@@ -20,6 +20,7 @@ from ..errors import BuildError, ConfigError, LLMOutputError
 from ..llm.base import LLMContextOverflowError, LLMTimeoutError, LLMTruncatedError, LLMUnreachableError
 from ..llm.limits import adopt_context_limit, fit_limits
 from ..models import BuildReport, Category, TreeReply
+from ..textutil import counted
 from ..tokens import count_tokens
 from .batching import Batch, BatchLimits, ChunkCost, chunk_costs, plan, seed_calls
 from .calls import CallLog, CallOutcome, CallPool, answered, check_server, log_totals, prompt_digest, run_call
@@ -410,7 +411,7 @@ class LLMTreeBuilder:
         build_plan = plan_build(costs, self.profile, has_tree=bool(self.paths), caps=self.caps, limits=self.limits,
                                 per_chunk_cap=self.per_chunk_cap, tree_tokens=tree_tokens)
         self.tree_budget = build_plan.tree_budget
-        plan_note = (f"plan: {len(pending)} chunks in {build_plan.calls} calls "
+        plan_note = (f"plan: {counted(len(pending), 'chunk')} in {build_plan.calls} calls "
                      f"({'1 CREATE + ' if build_plan.create else ''}{len(build_plan.extend)} EXTEND; "
                      f"the seed's fixed batches: {build_plan.seed_calls} calls) with {spec}")
         if self.staged and self.paths:
@@ -668,7 +669,7 @@ class LLMTreeBuilder:
               hint: str | None = None) -> None:
         (tally or self.tally).failed += 1
         self.failures.append(_Failure(tuple(ids), error, timeout, hint))
-        self.message(f"batch of {len(ids)} chunks failed: {error[:200]}")
+        self.message(f"batch of {counted(len(ids), 'chunk')} failed: {error[:200]}")
 
     def _accept(self, task: _Task, data: Any, tally: _Tally) -> list[_Task]:
         """Validate a reply against the current tree, apply it, and return follow-up tasks."""

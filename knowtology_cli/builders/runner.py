@@ -150,15 +150,15 @@ def run_cluster_build(
     notes: list[str] = []
     if dry_run:
         if full:
-            notes.append(f"full clustering of all {len(hashes)} chunks; no LLM calls")
+            notes.append(f"full clustering of all {counted(len(hashes), 'chunk')}; no LLM calls")
         else:
-            notes.append(f"top-down placement of {len(pending)} chunks, {len(orphans)} removed;"
+            notes.append(f"top-down placement of {counted(len(pending), 'chunk')}, {len(orphans)} removed;"
                          f" {len(stale)} categories to rename; no LLM calls")
         return build_report(stores, collection, "cluster", started, dry_run=True, notes=notes)
     if full:
         shape = _cluster_all(stores, collection, hashes, progress, message)
         stores.tree.mark_named(collection)
-        notes.append(f"clustered {len(hashes)} chunks")
+        notes.append(f"clustered {counted(len(hashes), 'chunk')}")
         notes.extend(shape)
     elif pending or orphans or stale:
         notes.extend(_extend(stores, collection, pending, orphans, hashes, progress, message))
@@ -191,7 +191,7 @@ def _cluster_all(stores: BuildStores, collection: str, hashes: dict[str, str],
     if not items:
         stores.tree.apply(collection, [], [], replace=True)
         return notes
-    message(f"clustering {len(items)} chunks…")
+    message(f"clustering {counted(len(items), 'chunk')}…")
     reply = build_cluster_tree(items, matrix, embed_names=query_embedder(stores, collection, message), notes=notes)
     apply_reply(stores, collection, reply, hashes, replace=True)
     return notes
@@ -356,12 +356,12 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
         stores.tree.mark_named(collection)
         why = "no chunk of the old tree was left" if not kept else \
             f"{len(pending)} new or changed chunks outnumber the {len(kept)} the tree held"
-        return [f"clustered {len(hashes)} chunks ({why})", *shape]
+        return [f"clustered {counted(len(hashes), 'chunk')} ({why})", *shape]
     prepared = prepare(items, matrix) if items else None
     features = prepared.x if prepared is not None else matrix
     names_before = node_names(stores, collection)
     if pending:
-        message(f"placing {len(pending)} chunks…")
+        message(f"placing {counted(len(pending), 'chunk')}…")
         rows = [row_of[i] for i in pending if i in row_of]
         paths = place_top_down(features, [r for r, _ in kept], [p for _, p in kept], rows)
         assignments = [Assignment(chunk_id=items[r].chunk_id, path=p,
@@ -370,7 +370,7 @@ def _extend(stores: BuildStores, collection: str, pending: list[str], orphans: l
         notes.append(f"placed {len(assignments)} new or changed chunks top-down, removed {len(orphans)}")
     elif orphans:
         stores.tree.apply(collection, [], [], remove=orphans)
-        notes.append(f"removed {len(orphans)} chunks")
+        notes.append(f"removed {counted(len(orphans), 'chunk')}")
     # a leaf whose members all changed (placed anew) or went is gone: fold a parent left with one child
     collapse_single_children(stores, collection)
     mark_named_after_gone(stores, collection, names_before)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ..textutil import counted
 from .common import CollectionOpt, JsonOpt, StoreOpt, console, emit_json, handled, open_kb
 
 EXAMPLES_SHOWN = 5  # ids listed per difference in human output; --json lists them all
@@ -77,16 +78,16 @@ def register(app: typer.Typer) -> None:
             emit_json(report)
             return
         out = console()
-        out.print(f"{report.collection}: imported {report.source} — {report.nodes} categories, {report.mapped} chunks "
-                  f"mapped" + (" (replaced the previous tree)" if report.replaced else ""), markup=False)
+        out.print(f"{report.collection}: imported {report.source} — {counted(report.nodes, 'category')}, "
+                  f"{counted(report.mapped, 'chunk')} mapped" + (" (replaced the previous tree)" if report.replaced else ""), markup=False)
         for ids, what in ((report.missing_from_store, "in the document but not in the store (skipped)"),
                           (report.unmapped_in_store, "in the store but not in the document (unmapped — `kt build` places them)"),
                           (report.changed, "changed since the export (kept; `kt build` re-places them)")):
             if ids:
                 more = f" … (+{len(ids) - EXAMPLES_SHOWN} more; --json lists all)" if len(ids) > EXAMPLES_SHOWN else ""
-                out.print(f"  {len(ids)} chunks {what}: {', '.join(ids[:EXAMPLES_SHOWN])}{more}", markup=False)
+                out.print(f"  {counted(len(ids), 'chunk')} {what}: {', '.join(ids[:EXAMPLES_SHOWN])}{more}", markup=False)
         if report.relinked:
-            out.print(f"  {len(report.relinked)} chunks found under another id by their text (an edit shifted "
+            out.print(f"  {counted(len(report.relinked), 'chunk')} found under another id by their text (an edit shifted "
                       "the ids, or a file was renamed): mapped there", markup=False)
         if report.dropped_nodes:
-            out.print(f"  {report.dropped_nodes} categories left out: none of their chunks is in the store", markup=False)
+            out.print(f"  {counted(report.dropped_nodes, 'category')} left out: none of their chunks is in the store", markup=False)
