@@ -474,10 +474,12 @@ class KnowledgeBase:
             if heirs:
                 self._hand_over(name, heirs)
             texts = {c.chunk_id: c.text for c in batch.chunks if c.chunk_id in rewritten}
-            self._carry_reads(name, {i for i in rewritten if i not in old_rows or old_rows[i].text != texts[i]}, {
-                **{source: chunk.chunk_id for chunk, source, _ in copied if source in leaving},
-                **{old: chunk.chunk_id for old, chunk in (*retitled.items(), *heirs.items())}})
+            went = {**{source: chunk.chunk_id for chunk, source, _ in copied if source in leaving},
+                    **{old: chunk.chunk_id for old, chunk in (*retitled.items(), *heirs.items())}}
+            self._carry_reads(name, {i for i in rewritten if i not in old_rows or old_rows[i].text != texts[i]}, went)
             if removed:
+                gone_ids = set(removed)  # an id that is gone says where its text went (`kt read`'s hint)
+                self.tree.record_successors(name, {old: new for old, new in went.items() if old in gone_ids})
                 self._remove(name, removed)
             if todo or removed or self.vectors.indexes_stale(name):
                 message("updating full-text index…")
@@ -1369,6 +1371,9 @@ class KnowledgeBase:
             self._require_collection(name)
             real = [i for i in self.vectors.fingerprints(name) if i not in pending]
             hints = {i: hint for i in unknown[:MAX_MISSING_HINTS] if (hint := suggest_ids(i, real))}
+            present = set(real)
+            hints |= {old: f"its file was renamed or moved: the text is now {new!r} (kt read {new})"
+                      for old, new in self.tree.successors(name, unknown).items() if new in present}
         if unknown and not chunks:
             raise NotFoundError(
                 f"no chunk {unknown[0]!r} in collection {name!r}"

@@ -183,6 +183,9 @@ def test_renamed_and_moved_files_keep_their_vectors_and_their_place(tmp_path: Pa
     assert audit["rows"] == audit["mapped"] and not audit["orphans"] and not audit["empty"]
     read = ok("read", "docs/policies/refund-policy.md#0", "--store", store)["chunks"][0]
     assert read["path"] and read["file_name"] == "docs/policies/refund-policy.md"
+    # an agent holding an old id learns where its text went
+    gone = kt("read", "docs/policies/refunds.md#0", "--store", store, "--json")
+    assert gone.returncode != 0 and "the text is now 'docs/policies/refund-policy.md#0'" in gone.stdout
     # in two steps, as status advises (ingest, then ingest --prune), the moved chunks keep the places too
     place = read["path"]
     (docs_dir / "policies" / "refund-policy.md").rename(docs_dir / "policies" / "refunds-2026.md")
@@ -193,6 +196,13 @@ def test_renamed_and_moved_files_keep_their_vectors_and_their_place(tmp_path: Pa
     status = ok("status", "--store", store)["collections"][0]
     assert (status["state"], status["unmapped"]) == ("current", 0)
     assert ok("read", "docs/policies/refunds-2026.md#0", "--store", store)["chunks"][0]["path"] == place
+    both = ok("read", "docs/policies/refunds.md#0", "docs/policies/refund-policy.md#0", "docs/policies/oncall.md#0",
+              "--store", store)  # the first id moved twice: it leads to where the text is now
+    assert both["missing_hints"] == {
+        "docs/policies/refunds.md#0": "its file was renamed or moved: the text is now 'docs/policies/refunds-2026.md#0'"
+                                      " (kt read docs/policies/refunds-2026.md#0)",
+        "docs/policies/refund-policy.md#0": "its file was renamed or moved: the text is now"
+                                            " 'docs/policies/refunds-2026.md#0' (kt read docs/policies/refunds-2026.md#0)"}
 
 
 def test_a_renamed_file_titled_by_its_name_keeps_its_place(tmp_path: Path) -> None:

@@ -51,6 +51,20 @@ def test_reads_on_an_empty_store_answer_empty(tree: TreeStore) -> None:
     assert tree.call_stats()["calls"] == 0
 
 
+def test_successors_say_where_a_gone_ids_text_went_through_every_move(tree: TreeStore) -> None:
+    """A renamed file's old ids lead to the new ones; a second move leads the first ids on too; a
+    dropped collection forgets them."""
+    _seed(tree)
+    assert tree.successors("c", ["a.md#0"]) == {}
+    tree.record_successors("c", {"a.md#0": "b.md#0", "a.md#1": "b.md#1"})
+    tree.record_successors("c", {"b.md#0": "sub/b.md#0"})
+    assert tree.successors("c", ["a.md#0", "a.md#1", "b.md#0", "zzz"]) == {
+        "a.md#0": "sub/b.md#0", "a.md#1": "b.md#1", "b.md#0": "sub/b.md#0"}
+    assert tree.successors("other", ["a.md#0"]) == {}
+    tree.drop_collection("c")
+    assert tree.successors("c", ["a.md#0"]) == {}
+
+
 def test_collections_record_embedder_builder_and_source(tree: TreeStore) -> None:
     info = tree.ensure_collection(CollectionInfo(name="c", embedder="hash", dimension=8,
                                                  source={"kind": "lance", "columns": {"id": "pk"}}))

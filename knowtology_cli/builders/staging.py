@@ -111,6 +111,12 @@ class StagedTree(TreeStore):
                        owners: dict[str, tuple[str, str]]) -> None:
         self.store.record_sources(collection, sources, owners)
 
+    def record_successors(self, collection: str, successors: Mapping[str, str]) -> None:
+        self.store.record_successors(collection, successors)
+
+    def successors(self, collection: str, chunk_ids: Iterable[str]) -> dict[str, str]:
+        return self.store.successors(collection, chunk_ids)
+
     def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
         self.store.remove_chunks(collection, chunk_ids, forget_sources=forget_sources)
 

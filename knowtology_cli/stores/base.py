@@ -427,6 +427,15 @@ class TreeStore(ABC):
         vector table (see :meth:`pending_removals`)."""
 
     @abstractmethod
+    def record_successors(self, collection: str, successors: Mapping[str, str]) -> None:
+        """Record ``old id -> new id`` for chunks whose text moved to another id and whose old id is
+        gone (a renamed or moved file, pruned); earlier records that led to an old id now lead on."""
+
+    @abstractmethod
+    def successors(self, collection: str, chunk_ids: Iterable[str]) -> dict[str, str]:
+        """``old id -> the id its text moved to`` for those of ``chunk_ids`` recorded."""
+
+    @abstractmethod
     def pending_removals(self) -> dict[str, list[str]]:
         """``collection -> chunk ids`` the tree has let go of but the vector table may still hold
         (``WHOLE_COLLECTION`` for a dropped collection's table)."""

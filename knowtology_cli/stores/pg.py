@@ -163,6 +163,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE kt_tree_nodes ADD COLUMN name_fallback TEXT;
     """,
+    # 8: where the text of a chunk id that is gone went (as SQLite migration 7)
+    """
+    CREATE TABLE kt_chunk_successors (
+        collection TEXT NOT NULL,
+        old_id TEXT NOT NULL,
+        new_id TEXT NOT NULL,
+        PRIMARY KEY (collection, old_id)
+    );
+    """,
 ]
 
 
@@ -320,7 +329,7 @@ class PostgresTreeStore(TreeStore):
         with self.db.tx() as conn:
             for table in ("kt_chunk_mappings", "kt_tree_nodes"):
                 conn.execute(f"DELETE FROM {table} WHERE collection = ANY(%s)", ([name, staging_name(name)],))
-            for table in ("kt_source_chunks", "kt_sources", "kt_pending_removals"):
+            for table in ("kt_source_chunks", "kt_sources", "kt_pending_removals", "kt_chunk_successors"):
                 conn.execute(f"DELETE FROM {table} WHERE collection = %s", (name,))
             conn.execute("DELETE FROM kt_collections WHERE name = %s", (name,))
             if pending:
@@ -367,6 +376,26 @@ class PostgresTreeStore(TreeStore):
                         " origin = EXCLUDED.origin",
                         [(collection, i, src, origin) for i, (src, origin) in owners.items()],
                     )
+
+    def record_successors(self, collection: str, successors: Mapping[str, str]) -> None:
+        if not successors:
+            return
+        with self.db.tx() as conn, conn.cursor() as cur:
+            cur.executemany("UPDATE kt_chunk_successors SET new_id = %s WHERE collection = %s AND new_id = %s",
+                            [(new, collection, old) for old, new in successors.items()])
+            cur.executemany(
+                "INSERT INTO kt_chunk_successors (collection, old_id, new_id) VALUES (%s, %s, %s)"
+                " ON CONFLICT (collection, old_id) DO UPDATE SET new_id = EXCLUDED.new_id",
+                [(collection, old, new) for old, new in successors.items()])
+
+    def successors(self, collection: str, chunk_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return {}
+        with self.db.tx() as conn:
+            rows = conn.execute("SELECT old_id, new_id FROM kt_chunk_successors WHERE collection = %s"
+                                " AND old_id = ANY(%s)", (collection, ids)).fetchall()
+        return {r["old_id"]: r["new_id"] for r in rows}
 
     def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
         ids = list(dict.fromkeys(chunk_ids))

@@ -135,6 +135,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tree_nodes ADD COLUMN name_fallback TEXT
     """,
+    # 7: where the text of a chunk id that is gone went (a renamed or moved file), for `kt read`'s hint
+    """
+    CREATE TABLE chunk_successors (
+        collection TEXT NOT NULL,
+        old_id TEXT NOT NULL,
+        new_id TEXT NOT NULL,
+        PRIMARY KEY (collection, old_id)
+    )
+    """,
 ]
 
 
@@ -276,6 +285,7 @@ class SQLiteTreeStore(TreeStore):
             conn.execute("DELETE FROM source_chunks WHERE collection = ?", (name,))
             conn.execute("DELETE FROM sources WHERE collection = ?", (name,))
             conn.execute("DELETE FROM pending_removals WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM chunk_successors WHERE collection = ?", (name,))
             conn.execute("DELETE FROM collections WHERE name = ?", (name,))
             if pending:
                 conn.execute("INSERT INTO pending_removals (collection, chunk_id) VALUES (?, ?)",
@@ -323,6 +333,28 @@ class SQLiteTreeStore(TreeStore):
                 "INSERT OR REPLACE INTO source_chunks (collection, chunk_id, source, origin) VALUES (?, ?, ?, ?)",
                 [(collection, chunk_id, source, origin) for chunk_id, (source, origin) in owners.items()],
             )
+
+    def record_successors(self, collection: str, successors: Mapping[str, str]) -> None:
+        if not successors:
+            return
+        with self._transaction() as conn:
+            for old, new in successors.items():
+                conn.execute("UPDATE chunk_successors SET new_id = ? WHERE collection = ? AND new_id = ?",
+                             (new, collection, old))
+            conn.executemany("INSERT OR REPLACE INTO chunk_successors (collection, old_id, new_id) VALUES (?, ?, ?)",
+                             [(collection, old, new) for old, new in successors.items()])
+
+    def successors(self, collection: str, chunk_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids or not self._ready():
+            return {}
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            out.update((r[0], r[1]) for r in self.conn.execute(
+                "SELECT old_id, new_id FROM chunk_successors WHERE collection = ?"
+                f" AND old_id IN ({','.join('?' * len(part))})", [collection, *part]))
+        return out
 
     def remove_chunks(self, collection: str, chunk_ids: Sequence[str], *, forget_sources: Sequence[str] = ()) -> None:
         ids = list(dict.fromkeys(chunk_ids))
