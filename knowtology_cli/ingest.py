@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+import pathspec
+
 from .chunking import chunk_document
 from .errors import ConfigError, ConflictError, InputError, KnowtologyError
 from .models import Chunk
@@ -27,6 +29,9 @@ from .parsers.base import walk_files
 from .textutil import more_suffix
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+#: A file of gitignore patterns in an ingested folder, or in any folder below it: the files it matches
+#: (relative to its own folder) are not read (`_Excluded`); ``kt status`` and re-scans agree.
+IGNORE_FILE = ".ktignore"
 DOC_KINDS = ".md, .rst, .html, .pdf, .txt, .adoc (also .rst.txt, .md.txt, .htm; each also gzipped, .gz)"
 MAX_TEXT_CHARS = 1_000_000
 #: The most bytes a gzip-compressed document may hold once decompressed (a larger one is reported,
@@ -151,6 +156,8 @@ class InputBatch:
     other_files: dict[str, int] = field(default_factory=dict)
     #: hidden folders (a leading ``.``) the walk skipped, as the user would name them
     hidden_folders: list[str] = field(default_factory=list)
+    #: files a `.ktignore` or an ``--exclude`` pattern left out, by label (``source/path``)
+    excluded: list[str] = field(default_factory=list)
 
     def not_a_document(self, name: str) -> None:
         """Count a file of the walked folders that kt does not read, by its kind (`_kind`)."""
@@ -201,6 +208,9 @@ def read_inputs(
         sources: the collection's registered sources by name.
         source_name: the name to register or use for the (single) path, instead of its folder's name.
         replace: let a name registered for another root point at the new one.
+
+    A folder's files matched by an `IGNORE_FILE` (gitignore syntax) in it or in a folder between it
+    and the file are not read, and are listed in ``excluded``.
 
     Raises:
         ConflictError: a source name is registered (or used earlier in ``paths``) for another root.
@@ -388,8 +398,12 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
     for s in nested:
         batch.scopes.add((s.name, ""))
         batch.sources.setdefault(s.name, s)
-    files = _one_name_per_file(sorted(_walk(path, batch)), batch,
-                               lambda f: "/".join(p for p in (source.name, prefix, f.relative_to(path).as_posix()) if p))
+    def label(f: Path) -> str:
+        return "/".join(p for p in (source.name, prefix, f.relative_to(path).as_posix()) if p)
+
+    left_out: list[Path] = []
+    files = _one_name_per_file(sorted(_walk(path, batch, left_out)), batch, label)
+    batch.excluded.extend(label(f) for f in sorted(left_out))
     if not files:
         batch.problems.append(_nothing_found(path, batch))
     folders: dict[Path, tuple[Source, str] | None] = {}
@@ -441,14 +455,49 @@ def _nothing_found(path: Path, batch: InputBatch) -> str:
             f" — name one to read it: kt ingest {next(iter(holding))}")
 
 
-def _walk(root: Path, batch: InputBatch) -> Iterator[Path]:
+class _Excluded:
+    """Whether a file under ``root`` is left out: matched by the `IGNORE_FILE` of its folder or of a
+    folder above it, up to ``root`` (its patterns relative to that folder). Patterns are gitignore's,
+    read by pathspec (git's own rules: ``build/``, ``*.log``, ``docs/**/draft-*.md``, ``!keep.md``),
+    so they mean what they mean in a ``.gitignore``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+
+    def _rules(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+        if folder not in self.files:
+            try:
+                text = (folder / IGNORE_FILE).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):  # none there (an unreadable one ignores nothing)
+                text = ""
+            self.files[folder] = pathspec.GitIgnoreSpec.from_lines(text.splitlines()) if text.strip() else None
+        return self.files[folder]
+
+    def __call__(self, path: Path) -> bool:
+        parts = path.relative_to(self.root).parts
+        folder = self.root
+        for depth in range(len(parts)):
+            rules = self._rules(folder)
+            if rules is not None and rules.match_file("/".join(parts[depth:])):
+                return True
+            folder = folder / parts[depth]
+        return False
+
+
+def _walk(root: Path, batch: InputBatch, left_out: list[Path] | None = None) -> Iterator[Path]:
     def unreadable(error: OSError) -> None:
         batch.problems.append(f"{error.filename}: cannot read directory ({error.strerror}) — fix its permissions")
 
     def hidden(folder: Path) -> None:
         batch.hidden_folders.append(str(folder))
 
+    excluded = _Excluded(root)
     for path in walk_files(root, unreadable, hidden):
+        if excluded(path):
+            if left_out is not None:
+                left_out.append(path)
+            continue
         if path.suffix.lower() in JSONL_SUFFIXES or detect_format(path.name) is not None:
             yield path
         else:

@@ -429,6 +429,11 @@ class KnowledgeBase:
             unchanged = len(batch.chunks) - len(todo)
             removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
             gone = [] if prune else self._gone_in_scope(name, self._pruned(batch, stored, owners), owners)
+            # indexed files a .ktignore now leaves out: found until --prune removes them
+            left_out = set(batch.excluded)
+            excluded_indexed = [] if prune or not left_out else sorted(
+                {label for i in self._pruned(batch, stored, owners) if i in owners
+                 and (label := "/".join(p for p in owners[i] if p)) in left_out})
             todo, moved = self._moved_only(name, todo, stored)
             rewritten = {c.chunk_id for c in todo if c.chunk_id in stored}  # ids whose text changes
             leaving = set(removed) | rewritten  # stored texts that leave their ids in this run
@@ -507,6 +512,8 @@ class KnowledgeBase:
             not_documents=dict(sorted(batch.other_files.items(), key=lambda kv: (-kv[1], kv[0]))),
             broken_links=batch.broken_links,
             hidden_folders=batch.hidden_folders,
+            excluded=batch.excluded,
+            excluded_indexed=excluded_indexed,
             redirects=batch.redirects,
             included=batch.fragments,
             unread_includes=batch.unread_includes,
@@ -815,13 +822,17 @@ class KnowledgeBase:
             if not dry_run:
                 self._finish_removals()
             ids, files, forget = self._removal_plan(name, list(paths), source)
+            roots = {r.name: Path(r.root) for r in self.tree.sources(name) if r.kind in ("dir", "files")}
             if not dry_run and ids:
                 self._remove(name, ids, forget_sources=forget)
             elif not dry_run and forget:
                 self.tree.remove_chunks(name, [], forget_sources=forget)
         total = self.vectors.count(name) - (len(ids) if dry_run else 0)
+        # a file still in a folder kept as a source comes back with the folder's next ingest
+        on_disk = [f for f in files if "/" in f and (src := f.split("/", 1)[0]) in roots and src not in forget
+                   and (roots[src] / f.split("/", 1)[1]).is_file()]
         return RemoveReport(collection=name, dry_run=dry_run, removed=len(ids), files=files, sources=forget,
-                            total=total, nodes=len(self.tree.nodes(name)))
+                            total=total, nodes=len(self.tree.nodes(name)), on_disk=on_disk)
 
     def _removal_plan(self, collection: str, paths: list[str],
                       source: str | None) -> tuple[list[str], list[str], list[str]]:

@@ -214,6 +214,10 @@ class IngestReport(Record):
     broken_links: list[str] = Field(default_factory=list)
     #: hidden folders (a leading ``.``) of the ingested folders, skipped: ``kt ingest`` one by name to read it
     hidden_folders: list[str] = Field(default_factory=list)
+    #: files a ``.ktignore`` (gitignore syntax) in the ingested folders leaves out, not read
+    excluded: list[str] = Field(default_factory=list)
+    #: of those, files indexed before: still found until ``--prune`` (which removes them)
+    excluded_indexed: list[str] = Field(default_factory=list)
     redirects: dict[str, str] = Field(default_factory=dict)  # HTML pages that only redirect: page -> address
     #: files read as part of the documents that include them (reST ``include``), not indexed alone:
     #: fragment -> the first document that includes it
@@ -268,6 +272,9 @@ class RemoveReport(Record):
     sources: list[str] = Field(default_factory=list)  # sources forgotten
     total: int = 0  # chunks left
     nodes: int = 0  # categories left
+    #: removed files still in their source's folder: its next ingest reads them again (unless a
+    #: ``.ktignore`` there leaves them out)
+    on_disk: list[str] = Field(default_factory=list)
 
 
 class DropReport(Record):

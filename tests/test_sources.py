@@ -547,6 +547,37 @@ def test_the_same_text_in_several_new_files_is_embedded_once(tmp_path: Path) -> 
         kb.close()
 
 
+def test_ktignore_leaves_files_out_and_prune_removes_what_it_newly_leaves_out(tmp_path: Path) -> None:
+    """A .ktignore (gitignore syntax) in the folder or below leaves files out; one that newly leaves out
+    an indexed file says so, --prune removes it; kt status does not call left-out files new; kt rm of
+    a file still in the folder says the next ingest reads it again."""
+    docs = tmp_path / "docs"
+    for rel, text in {"a.md": "Alpha text about shelves.", "vendor/b.md": "Vendored library text.",
+                      "guide/draft-1.md": "A draft page.", "guide/g.md": "Guide text about pallets."}.items():
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(f"# {rel}\n\n{text}\n")
+    (docs / ".ktignore").write_text("# third-party docs\nvendor/\n")
+    (docs / "guide" / ".ktignore").write_text("draft-*.md\n")
+    store = tmp_path / "store"
+    first = ok("ingest", docs, "--embedder", "hash", "--store", store)
+    assert first["excluded"] == ["docs/guide/draft-1.md", "docs/vendor/b.md"] and first["total"] == 2
+    assert not ok("grep", "draft", "--store", store)["hits"]
+    with (docs / ".ktignore").open("a") as handle:
+        handle.write("a.md\n")
+    (docs / "vendor" / "c.md").write_text("# C\n\nMore vendored text.\n")
+    (docs / "guide" / "h.md").write_text("# H\n\nA new guide page.\n")
+    status = ok("status", "--store", store)["collections"][0]
+    assert status["newer"] == ["docs/guide/h.md"], status  # not the left-out vendor/c.md
+    kept = kt("ingest", docs, "--store", store)
+    assert kept.returncode == 0 and "1 indexed file(s) that .ktignore now leaves out are still searchable" in kept.stdout
+    assert ok("grep", "shelves", "--store", store)["hits"]
+    pruned = ok("ingest", docs, "--prune", "--store", store)
+    assert pruned["deleted"] == 1 and pruned["total"] == 2 and not pruned["excluded_indexed"]
+    assert not ok("grep", "shelves", "--store", store)["hits"]
+    removed = kt("rm", docs / "guide" / "g.md", "--yes", "--store", store)
+    assert removed.returncode == 0 and "1 file still in its folder" in removed.stdout and ".ktignore" in removed.stdout
+
+
 def test_rm_of_a_one_chunk_file_says_one_chunk_and_a_read_of_it_names_kt_rm(tmp_path: Path) -> None:
     """The audit of git's manuals saw "removed 1 chunks of 1 file" and, reading a removed id, a hint
     that blamed an ingest."""

@@ -160,6 +160,12 @@ def ingest(
         kinds = [f"{kind} ({count})" for kind, count in report.not_documents.items()]
         out.print(f"note: {sum(report.not_documents.values())} file(s) in the ingested folder(s) are not documents "
                   f"kt reads and were left out: {first_few(kinds, 5)}", markup=False)
+    if report.excluded:
+        out.print(f"note: {len(report.excluded)} file(s) left out by .ktignore: {first_few(report.excluded, 3)}",
+                  markup=False)
+    if report.excluded_indexed:
+        out.print(f"note: {len(report.excluded_indexed)} indexed file(s) that .ktignore now leaves out are still "
+                  f"searchable (e.g. {report.excluded_indexed[0]}): add --prune to remove them", markup=False)
     if report.hidden_folders:
         out.print(f"note: {len(report.hidden_folders)} hidden folder(s) skipped: {first_few(report.hidden_folders, 3)}"
                   " — kt reads a hidden folder only when it is named: kt ingest FOLDER/.NAME", markup=False)

@@ -65,6 +65,11 @@ def print_removal(report: Any) -> None:
         out.print(f"  {name}", markup=False)
     if len(report.files) > 20:
         out.print(f"  … {len(report.files) - 20} more", markup=False)
+    if report.on_disk and not report.dry_run:
+        one = len(report.on_disk) == 1
+        it, its = ("it", "its") if one else ("them", "their")
+        out.print(f"note: {counted(len(report.on_disk), 'file')} still in {its} folder: the folder's next `kt ingest`"
+                  f" reads {it} again; to keep {it} out, list {it} in a .ktignore there (gitignore syntax)", markup=False)
 
 
 def register(app: typer.Typer) -> None:
