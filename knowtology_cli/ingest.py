@@ -156,7 +156,7 @@ class InputBatch:
     other_files: dict[str, int] = field(default_factory=dict)
     #: hidden folders (a leading ``.``) the walk skipped, as the user would name them
     hidden_folders: list[str] = field(default_factory=list)
-    #: files a `.ktignore` or an ``--exclude`` pattern left out, by label (``source/path``)
+    #: files a `.ktignore` (`IGNORE_FILE`) left out, by label (``source/path``)
     excluded: list[str] = field(default_factory=list)
 
     def not_a_document(self, name: str) -> None:
@@ -405,7 +405,7 @@ def _read_folder(path: Path, source: Source, prefix: str, registry: dict[str, So
     files = _one_name_per_file(sorted(_walk(path, batch, left_out)), batch, label)
     batch.excluded.extend(label(f) for f in sorted(left_out))
     if not files:
-        batch.problems.append(_nothing_found(path, batch))
+        batch.problems.append(_nothing_found(path, batch, len(left_out)))
     folders: dict[Path, tuple[Source, str] | None] = {}
     for file in files:
         owner: tuple[Source, str] | None = None
@@ -444,8 +444,12 @@ def document_files(root: Path) -> Iterator[Path]:
     return _walk(root, InputBatch())
 
 
-def _nothing_found(path: Path, batch: InputBatch) -> str:
-    """The problem line of a folder without documents; it names the hidden folders that hold some."""
+def _nothing_found(path: Path, batch: InputBatch, left_out: int = 0) -> str:
+    """The problem line of a folder without documents; it names the hidden folders that hold some,
+    or the `IGNORE_FILE` that left out ``left_out`` files."""
+    if left_out and not [h for h in batch.hidden_folders if path in Path(h).parents]:
+        return (f"{path}: every document in it is left out by a {IGNORE_FILE} ({left_out} file(s)) — edit the"
+                f" {IGNORE_FILE} to read them")
     hidden = [h for h in batch.hidden_folders if path in Path(h).parents]
     holding = {h: n for h in hidden if (n := sum(1 for _ in _walk(Path(h), InputBatch())))}
     if not holding:

@@ -427,13 +427,13 @@ class KnowledgeBase:
             added = sum(1 for c in todo if c.chunk_id not in stored)
             updated = len(todo) - added
             unchanged = len(batch.chunks) - len(todo)
-            removed = sorted({*self._superseded(batch, stored), *(self._pruned(batch, stored, owners) if prune else [])})
-            gone = [] if prune else self._gone_in_scope(name, self._pruned(batch, stored, owners), owners)
+            unseen = self._pruned(batch, stored, owners)  # stored chunks of files this run did not read
+            removed = sorted({*self._superseded(batch, stored), *(unseen if prune else [])})
+            gone = [] if prune else self._gone_in_scope(name, unseen, owners)
             # indexed files a .ktignore now leaves out: found until --prune removes them
             left_out = set(batch.excluded)
             excluded_indexed = [] if prune or not left_out else sorted(
-                {label for i in self._pruned(batch, stored, owners) if i in owners
-                 and (label := "/".join(p for p in owners[i] if p)) in left_out})
+                {label for i in unseen if i in owners and (label := "/".join(p for p in owners[i] if p)) in left_out})
             todo, moved = self._moved_only(name, todo, stored)
             rewritten = {c.chunk_id for c in todo if c.chunk_id in stored}  # ids whose text changes
             leaving = set(removed) | rewritten  # stored texts that leave their ids in this run

@@ -576,6 +576,11 @@ def test_ktignore_leaves_files_out_and_prune_removes_what_it_newly_leaves_out(tm
     assert not ok("grep", "shelves", "--store", store)["hits"]
     removed = kt("rm", docs / "guide" / "g.md", "--yes", "--store", store)
     assert removed.returncode == 0 and "1 file still in its folder" in removed.stdout and ".ktignore" in removed.stdout
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "x.md").write_text("# X\n\nLeft out.\n")
+    (tmp_path / "only" / ".ktignore").write_text("*.md\n")
+    empty = kt("ingest", tmp_path / "only", "--store", store)
+    assert empty.returncode == 1 and "every document in it is left out by a .ktignore" in empty.stderr
 
 
 def test_rm_of_a_one_chunk_file_says_one_chunk_and_a_read_of_it_names_kt_rm(tmp_path: Path) -> None:
