@@ -70,8 +70,8 @@ def trim_marked(text: str, limit: int, marks: Sequence[tuple[int, int]] = ()) ->
         begin = space + 1 if space >= 0 else start
     shown = (ELLIPSIS if begin else "") + trim(line[begin:], limit - (len(ELLIPSIS) if begin else 0))
     shift = (len(ELLIPSIS) if begin else 0) - begin
-    room = len(shown) - (len(ELLIPSIS) if shown.endswith(ELLIPSIS) and not line.endswith(ELLIPSIS) else 0)
-    return shown, [(s + shift, e + shift) for s, e in spans if s >= begin and e + shift <= room]
+    kept_to = len(shown) - (len(ELLIPSIS) if shown.endswith(ELLIPSIS) and not line.endswith(ELLIPSIS) else 0)
+    return shown, [(s + shift, e + shift) for s, e in spans if s >= begin and e + shift <= kept_to]
 
 
 def hit_group(hit: Hit) -> str:

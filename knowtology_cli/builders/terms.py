@@ -423,9 +423,10 @@ def build_term_index(
         # a term only in URLs names nothing; without one, the prose's keys are those just counted
         stats.in_prose |= head.keys() | (_keys(_URL.sub(" ", prose)) if _URL.search(prose) else prose_counts.keys())
         written.update(w.lower() for w in _PLAIN_WORD.findall(_PATH_LIKE.sub(" ", f"{prose} {plain_title}")))
-        if (title or "", source) not in segments_of:
-            segments_of[title or "", source] = heading_segments(title or "", source, params)
-        segments = segments_of[title or "", source]
+        place = (title or "", source)
+        if place not in segments_of:
+            segments_of[place] = heading_segments(*place, params)
+        segments = segments_of[place]
         for segment in segments:
             key = phrase_key(_NUMBERED_BRACKETS.sub("", segment), params)  # "0.24.0 (January 5, 2023)": none
             if key:
